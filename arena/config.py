@@ -10,12 +10,14 @@ any key; the value is parsed as YAML (``--set game.n_players=4``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from arena.registry import UnknownName, game_class
+from learners.config import LearnerConfig, TrainConfig
+from policies.base import SamplingParams
 
 
 class ConfigError(ValueError):
@@ -34,6 +36,48 @@ class GameSection(BaseModel):
         return game_class(self.name)(self.settings, **kwargs)
 
 
+class PolicySection(BaseModel):
+    """The shared trainable policy (and the frozen reference built from the same model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["hf"] = Field(default="hf", description="Generation backend: hf (transformers).")
+    model: str = Field(default="smollm2-135m", description="Built-in name, local folder or hub id.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="bfloat16", description="Generation dtype (bfloat16 is faster on CPUs with AVX512-BF16)."
+    )
+    device: str = Field(default="cpu", description="torch device for generation.")
+    max_batch_size: int = Field(default=64, ge=1, description="Most sequences in one forward pass.")
+    max_batch_tokens: int = Field(
+        default=32768, ge=256, description="Most padded tokens (prompt + budget) in one generation batch."
+    )
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0 is greedy.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(default=256, ge=1, description="Token budget of each turn.")
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+
+
+class RunnerSection(BaseModel):
+    """How rollouts are played."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_envs: int = Field(default=8, ge=1, description="Games played at once; their turns share generate calls.")
+    progress: bool = Field(default=True, description="Show a progress bar on long rollouts.")
+    episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
+
+
+SEAT_POLICIES = ("trainable", "reference", "human")
+
+
+def _check_seat_policy(value: str) -> str:
+    if value in SEAT_POLICIES or value.startswith("scripted:"):
+        return value
+    raise ValueError(f"must be one of {', '.join(SEAT_POLICIES)} or 'scripted:<bot>'")
+
+
 class PlaySection(BaseModel):
     """Defaults for ``python -m arena.play``."""
 
@@ -50,6 +94,14 @@ class ArenaConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     game: GameSection
+    seats: dict[str, Annotated[str, AfterValidator(_check_seat_policy)]] = Field(
+        default_factory=lambda: {"*": "trainable"},
+        description="Seat-name patterns (fnmatch) -> trainable | reference | human | scripted:<bot>; first match wins.",
+    )
+    policy: PolicySection = Field(default_factory=PolicySection)
+    runner: RunnerSection = Field(default_factory=RunnerSection)
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
     play: PlaySection = Field(default_factory=PlaySection)
 
 

@@ -1,5 +1,7 @@
 """``python -m arena.play CONFIG``: play games and print readable transcripts.
 
+    python -m arena.play games/spy.yaml                      # the built-in model plays every seat
+    python -m arena.play games/spy.yaml --human player_0     # you take seat player_0
     python -m arena.play games/spy.yaml --policy scripted --seed 1
     python -m arena.play games/spy.yaml --policy scripted --bot fixed_vote:2 --episodes 3
 """
@@ -9,8 +11,7 @@ from __future__ import annotations
 import argparse
 
 from arena.cli import run_cli
-from arena.config import ConfigError, load_config
-from arena.runner import Runner, SeatMap
+from arena.config import load_config
 from arena.transcript import format_episode
 from arena.types import write_jsonl
 
@@ -18,8 +19,12 @@ from arena.types import write_jsonl
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m arena.play", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config, e.g. games/spy.yaml")
-    p.add_argument("--policy", choices=["scripted"], default="scripted", help="who plays every seat")
+    p.add_argument(
+        "--policy", choices=["model", "scripted"], default="model",
+        help="model: the config's seat map (default: the model plays every seat); scripted: bots everywhere",
+    )
     p.add_argument("--bot", default=None, help="scripted bot name (default: the config's play.bot)")
+    p.add_argument("--human", action="append", default=[], metavar="SEAT", help="seat a person (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="seed of the first game")
     p.add_argument("--episodes", type=int, default=None, help="number of games")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -30,30 +35,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    cfg = load_config(args.config, args.overrides)
-    from arena.registry import game_class
-    from policies.scripted import ScriptedPolicy, make_bot
+    overrides = list(args.overrides)
+    cfg = load_config(args.config, overrides)
+    seats = {seat: "human" for seat in args.human}
+    if args.policy == "scripted":
+        seats["*"] = f"scripted:{args.bot or cfg.play.bot}"
+    else:
+        seats.update(cfg.seats)
+    cfg = cfg.model_copy(update={"seats": seats})
+    from arena.runner import Runner
+    from policies.factory import build_policies
 
-    game_cls = game_class(cfg.game.name)
-    bot_name = args.bot or cfg.play.bot
-    try:
-        bot = make_bot(game_cls, bot_name)
-    except ValueError as e:
-        raise ConfigError(f"--bot: {e}") from None
+    policies, seat_map, sampling = build_policies(cfg)
     seed = cfg.play.seed if args.seed is None else args.seed
     episodes = cfg.play.episodes if args.episodes is None else args.episodes
     runner = Runner(
-        cfg.game.make_env,
-        {"scripted": ScriptedPolicy(bot, name=f"scripted:{bot_name}")},
-        SeatMap({"*": "scripted"}),
-        num_envs=min(episodes, 8),
+        cfg.game.make_env, policies, seat_map, sampling,
+        num_envs=1 if args.human else min(episodes, cfg.runner.num_envs),
+        progress=cfg.runner.progress and not args.human,
     )
     results = runner.play([seed + i for i in range(episodes)])
     for ep in results:
         print(format_episode(ep, None if args.full else 600))
         print()
-    if args.jsonl:
-        write_jsonl(results, args.jsonl)
+    if args.jsonl or cfg.runner.episodes_jsonl:
+        write_jsonl(results, args.jsonl or cfg.runner.episodes_jsonl)
     return 0
 
 

@@ -95,3 +95,20 @@ def read_jsonl(path: str | Path) -> Iterator[Episode]:
         for line in f:
             if line.strip():
                 yield Episode.model_validate_json(line)
+
+
+class Sample(BaseModel):
+    """One turn prepared for the learner: tokens, the generator's logprobs, an advantage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float] = Field(default_factory=list, description="Generator logprobs (may be empty).")
+    advantage: float
+    phase: str = ""
+    role: str = ""
+
+    @property
+    def length(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)

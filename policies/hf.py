@@ -56,7 +56,10 @@ class HFPolicy:
         dtype: str = "bfloat16",
         device: str = "cpu",
         max_batch_size: int = 64,
+        max_batch_tokens: int = 32768,
         name: str = "hf",
+        prefill_attention: str = "sdpa",
+        decode_attention: str = "eager",
     ):
         if isinstance(model, str):
             model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)
@@ -66,8 +69,12 @@ class HFPolicy:
         self.tokenizer = tokenizer
         self.name = name
         self.max_batch_size = max_batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.prefill_attention = prefill_attention
+        self.decode_attention = decode_attention
         self.device = torch.device(device)
         self.eos_ids = self._eos_ids()
+        self._default_attention = model.config._attn_implementation
         self.tokens_generated = 0
 
     def _eos_ids(self) -> set[int]:
@@ -87,17 +94,37 @@ class HFPolicy:
             groups[req.params].append(i)
         for params, members in groups.items():
             prompts = {i: self.encode(requests[i]) for i in members}
-            order = sorted(members, key=lambda i: len(prompts[i]))  # similar lengths share a batch
-            for start in range(0, len(order), self.max_batch_size):
-                chunk = order[start : start + self.max_batch_size]
+            for chunk in self.plan_batches({i: len(prompts[i]) + params.max_new_tokens for i in members}):
                 seed = batch_seed([requests[i].seed for i in chunk])
                 for i, comp in zip(chunk, self.generate_ids([prompts[i] for i in chunk], params, seed), strict=True):
                     results[i] = comp
         return [r for r in results if r is not None]
 
-    @torch.inference_mode()
+    def plan_batches(self, lengths: dict[int, int]) -> list[list[int]]:
+        """Split requests (id -> prompt + budget length) into batches of similar length.
+
+        A batch holds at most ``max_batch_size`` rows and ``max_batch_tokens`` padded
+        tokens, which bounds the prefill's attention memory for long prompts.
+        """
+        batches: list[list[int]] = []
+        for i in sorted(lengths, key=lambda k: lengths[k]):
+            if batches:
+                b = batches[-1]
+                if len(b) < self.max_batch_size and lengths[i] * (len(b) + 1) <= self.max_batch_tokens:
+                    b.append(i)
+                    continue
+            batches.append([i])
+        return batches
+
     def generate_ids(self, prompts: list[list[int]], params: SamplingParams, seed: int = 0) -> list[Completion]:
         """Generate for token-id prompts (one batch, left padded)."""
+        try:
+            return self._decode(prompts, params, seed)
+        finally:
+            self._set_attention(self._default_attention)
+
+    @torch.inference_mode()
+    def _decode(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Completion]:
         from transformers import DynamicCache
 
         gen = torch.Generator(device=self.device).manual_seed(seed)
@@ -112,7 +139,11 @@ class HFPolicy:
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+        self._set_attention(self.prefill_attention)
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
+            logits_to_keep=1,  # the prompt's other logits would be (batch, width, vocab): gigabytes
+        )
         logits = out.logits[:, -1, :]
         alive = list(range(batch))  # original row of each live batch position
         tokens: list[list[int]] = [[] for _ in range(batch)]
@@ -120,6 +151,7 @@ class HFPolicy:
         finish = ["length"] * batch
         next_pos = positions[:, -1] + 1
         stop = params.stop
+        self._set_attention(self.decode_attention)
         for _ in range(params.max_new_tokens):
             logp = sampling_logprobs(logits, params)
             if params.temperature > 0:
@@ -165,6 +197,12 @@ class HFPolicy:
             )
             for row in range(batch)
         ]
+
+    def _set_attention(self, implementation: str) -> None:
+        # Measured on a 2-core CPU in bf16 (64 rows, 700-token prompts): SDPA prefills
+        # faster, eager attention decodes ~3x faster against a long padded KV cache.
+        # transformers reads the implementation at every forward, so switching is free.
+        self.model.config._attn_implementation = implementation
 
     def _text(self, ids: list[int], stop: Sequence[str]) -> str:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -14,3 +14,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("default")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smol_fp32():
+    """The built-in SmolLM2-135M in float32, loaded once per test session (slow tests only)."""
+    from policies.hf import HFPolicy
+
+    return HFPolicy("smollm2-135m", dtype="float32", max_batch_size=16, name="smol-fp32")

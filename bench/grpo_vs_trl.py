@@ -1,0 +1,116 @@
+"""Seconds per GRPO step: arena's learner vs TRL's GRPOTrainer on the same work, in one run.
+
+    .venv/bin/pip install -e '.[bench]'      # TRL is a benchmark-only dependency
+    .venv/bin/python bench/grpo_vs_trl.py [--steps 4] [--group 8] [--max-new-tokens 32] [--beta 0.04]
+
+Both sides: the built-in SmolLM2-135M (float32 weights), one prompt per step,
+``--group`` sampled completions of up to ``--max-new-tokens`` tokens, the same
+reward function (a verifiable arithmetic check plus a brevity term), group-normalised
+advantages, clipped surrogate with a KL term ``--beta`` to the frozen reference,
+AdamW at the same learning rate, one optimizer step per batch.
+The first step of each side is warm-up and not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import time
+
+import torch
+
+PROMPTS = [f"What is {a} + {b}? Reply with the number only." for a, b in [(12, 7), (30, 45), (8, 9), (101, 22), (64, 36), (7, 77), (15, 16), (250, 250)]]
+
+
+def reward(prompt: str, completion: str) -> float:
+    a, b = (int(x) for x in re.findall(r"\d+", prompt)[:2])
+    found = re.findall(r"-?\d+", completion)
+    correct = 1.0 if found and int(found[0]) == a + b else 0.0
+    return correct - 0.01 * len(completion.split())
+
+
+def arena_steps(args: argparse.Namespace) -> list[float]:
+    from arena.types import Sample
+    from learners.advantages import grpo
+    from learners.config import LearnerConfig
+    from learners.update import Learner
+    from policies.base import Request, SamplingParams
+    from policies.hf import HFPolicy
+    from policies.models import load_causal_lm
+
+    gen = HFPolicy("smollm2-135m", dtype="float32", name="arena")
+    ref, _ = load_causal_lm("smollm2-135m", dtype="float32")
+    ref.requires_grad_(False)
+    cfg = LearnerConfig(lr=1e-6, beta=args.beta, kl_estimator="k3", drop_zero_variance=False)
+    learner = Learner(gen.model, cfg, gen.tokenizer.pad_token_id, temperature=1.0, ref_model=ref)
+    params = SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens)
+    times = []
+    for step in range(args.steps + 1):
+        start = time.perf_counter()
+        prompt = PROMPTS[step % len(PROMPTS)]
+        reqs = [Request(messages=[{"role": "user", "content": prompt}], params=params, seed=step * 100 + g) for g in range(args.group)]
+        comps = gen.generate(reqs)
+        rewards = torch.tensor([reward(prompt, c.text) for c in comps], dtype=torch.float64)
+        adv = grpo(rewards, torch.zeros(len(comps), dtype=torch.long))
+        samples = [Sample(prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, logprobs=c.logprobs, advantage=float(a)) for c, a in zip(comps, adv, strict=True)]
+        learner.step(samples)
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def trl_steps(args: argparse.Namespace) -> list[float]:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from policies.models import resolve_model
+
+    class Timer(TrainerCallback):
+        def __init__(self) -> None:
+            self.marks: list[float] = []
+
+        def on_step_begin(self, *a, **k):  # noqa: ANN002, ANN003
+            self.marks.append(time.perf_counter())
+
+        def on_step_end(self, *a, **k):  # noqa: ANN002, ANN003
+            self.marks.append(time.perf_counter())
+
+    def reward_fn(prompts, completions, **_):  # noqa: ANN001, ANN003
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        users = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
+        return [reward(p, c) for p, c in zip(users, texts, strict=True)]
+
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS])
+    config = GRPOConfig(
+        output_dir="/tmp/arena-bench-trl", per_device_train_batch_size=args.group, num_generations=args.group,
+        max_completion_length=args.max_new_tokens, beta=args.beta, learning_rate=1e-6, max_steps=args.steps + 1,
+        logging_steps=1, report_to=[], use_cpu=True, save_strategy="no", temperature=1.0, seed=0,
+        gradient_accumulation_steps=1, bf16=False, dataloader_num_workers=0,
+    )
+    timer = Timer()
+    trainer = GRPOTrainer(model=resolve_model("smollm2-135m"), reward_funcs=reward_fn, args=config, train_dataset=data, callbacks=[timer])
+    trainer.train()
+    pairs = list(zip(timer.marks[::2], timer.marks[1::2], strict=False))
+    return [end - begin for begin, end in pairs][1:]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--beta", type=float, default=0.04)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    trl = trl_steps(args)
+    arena = arena_steps(args)
+    t_trl, t_arena = statistics.median(trl), statistics.median(arena)
+    print(f"GRPO step: 1 prompt x {args.group} completions, <= {args.max_new_tokens} new tokens, beta {args.beta}, SmolLM2-135M fp32, CPU")
+    print(f"TRL GRPOTrainer : {t_trl:6.2f} s/step (median of {len(trl)}: {', '.join(f'{t:.2f}' for t in trl)})")
+    print(f"arena learner   : {t_arena:6.2f} s/step (median of {len(arena)}: {', '.join(f'{t:.2f}' for t in arena)})")
+    print(f"speed-up arena vs TRL: {t_trl / t_arena:.2f}x (target >= 2)")
+
+
+if __name__ == "__main__":
+    main()

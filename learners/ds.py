@@ -1,0 +1,74 @@
+"""Build a DeepSpeed engine for the learner; imported only when ``learner.backend: deepspeed``.
+
+On a machine without GPUs DeepSpeed's CPU accelerator is used with the gloo
+backend; a single process initialises its own one-rank process group. Under the
+``deepspeed`` or ``torchrun`` launchers the ranks come from the environment.
+Gradient accumulation is left to the caller (``managed_gradient_accumulation:
+false``): the learner runs its token-budget micro-batches, then steps once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import torch
+
+from learners.config import LearnerConfig
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ensure_process_group() -> None:
+    """One-rank process group on localhost unless a launcher already set one up."""
+    import deepspeed
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    deepspeed.init_distributed(dist_backend=backend)
+
+
+def deepspeed_config(cfg: LearnerConfig) -> dict[str, Any]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return {
+        "train_micro_batch_size_per_gpu": 1,
+        "train_batch_size": world,
+        "gradient_accumulation_steps": 1,
+        "managed_gradient_accumulation": False,
+        "gradient_clipping": cfg.grad_clip,
+        "zero_optimization": {"stage": cfg.deepspeed.zero_stage},
+        "bf16": {"enabled": cfg.deepspeed.bf16},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+
+
+def build_engine(model: Any, cfg: LearnerConfig) -> Any:
+    import deepspeed
+
+    ensure_process_group()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=deepspeed_config(cfg))
+    return engine
+
+
+def gathered_state_dict(engine: Any) -> dict[str, torch.Tensor]:
+    """Full (unpartitioned) weights of the engine's module, for weight sync and checkpoints."""
+    module = engine.module
+    if getattr(engine, "zero_optimization_stage", lambda: 0)() == 3:
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
+            return {k: v.detach().clone() for k, v in module.state_dict().items()}
+    return module.state_dict()

@@ -1,0 +1,86 @@
+"""Policy-gradient losses, KL estimators and aggregation: small pure functions.
+
+Shapes: ``B`` sequences, ``T`` completion positions (padded). ``logp``,
+``old_logp``, ``ref_logp``: ``(B, T)`` log-probabilities of the sampled tokens;
+``adv``: ``(B,)`` or ``(B, T)``; ``mask``: ``(B, T)`` 1.0 on real completion
+tokens. Per-token losses are ``(B, T)``; :func:`aggregate` reduces them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+Aggregation = Literal["token", "sequence", "constant"]
+KLEstimator = Literal["k1", "k3"]
+
+
+def _per_token(adv: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return adv[:, None].expand_as(like) if adv.dim() == 1 else adv
+
+
+def clipped_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, clip_low: float = 0.2, clip_high: float = 0.2
+) -> torch.Tensor:
+    """PPO/GRPO clipped surrogate, as a loss: ``-min(r*A, clip(r, 1-cl, 1+ch)*A)``. ``-> (B, T)``."""
+    adv = _per_token(adv, logp)
+    ratio = torch.exp(logp - old_logp)
+    clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    return -torch.minimum(ratio * adv, clipped * adv)
+
+
+def reinforce_detached(logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """LSP's on-policy REINFORCE: ``-ratio * A`` with the ratio's denominator detached.
+
+    The value is ``-A`` (ratio 1), the gradient ``-A * grad(logp)``. ``-> (B, T)``.
+    """
+    adv = _per_token(adv, logp)
+    return -torch.exp(logp - logp.detach()) * adv
+
+
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: KLEstimator = "k3") -> torch.Tensor:
+    """Per-token KL(pi || pi_ref) estimate from sampled tokens. ``-> (B, T)``.
+
+    k1: ``log pi - log pi_ref`` (unbiased, can be negative); k3: ``exp(d) - d - 1`` with
+    ``d = log pi_ref - log pi`` (unbiased, always >= 0, lower variance).
+    """
+    if estimator == "k1":
+        return logp - ref_logp
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def aggregate(
+    per_token: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token", constant: float | None = None
+) -> torch.Tensor:
+    """Reduce ``(B, T)`` per-token losses to a scalar.
+
+    token: sum over all tokens / number of tokens (DAPO); sequence: mean over each
+    sequence's tokens, then over sequences (original GRPO); constant: sum /
+    (B * constant) with a fixed constant such as the token budget (Dr.GRPO).
+    """
+    total = (per_token * mask).sum()
+    if mode == "token":
+        return total / mask.sum().clamp(min=1.0)
+    if mode == "sequence":
+        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        return per_seq.mean()
+    if constant is None:
+        raise ValueError("aggregation 'constant' needs the constant (e.g. the max completion length)")
+    return total / (per_token.shape[0] * constant)
+
+
+def token_weights(mask: torch.Tensor, mode: Aggregation, batch_tokens: float, batch_seqs: int, constant: float | None) -> torch.Tensor:
+    """Per-token weights whose weighted sum equals :func:`aggregate` over the WHOLE batch.
+
+    Lets a batch be split into micro-batches (gradient accumulation) without
+    changing the loss: each micro-batch contributes ``sum(w * loss)``. ``-> (b, T)``.
+    """
+    if mode == "token":
+        return mask / max(batch_tokens, 1.0)
+    if mode == "sequence":
+        return mask / mask.sum(-1, keepdim=True).clamp(min=1.0) / batch_seqs
+    if constant is None:
+        raise ValueError("aggregation 'constant' needs the constant")
+    return mask / (batch_seqs * constant)

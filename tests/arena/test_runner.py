@@ -1,0 +1,77 @@
+"""The batched runner: same episodes as one-at-a-time play, one call per policy per tick."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from arena.runner import Runner, SeatMap, play_one_at_a_time
+from arena.types import read_jsonl, write_jsonl
+from games.spy import SpyGame
+from games.spy_bots import BOTS
+from policies.base import Completion, Request
+from policies.human import HumanPolicy
+from policies.scripted import ScriptedPolicy, random_bot
+
+
+class CountingPolicy(ScriptedPolicy):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batch_sizes: list[int] = []
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        self.batch_sizes.append(len(requests))
+        return super().generate(requests)
+
+
+@pytest.mark.parametrize("config", [{}, {"invalid": {"mode": "retry", "retries": 2}}, {"detector": "god", "god_samples": 2}])
+@pytest.mark.parametrize("bot", ["default", "random"])
+def test_runner_episodes_equal_one_at_a_time(config: dict, bot: str) -> None:
+    fn = BOTS.get(bot, random_bot)
+    seeds = list(range(7))
+    batched = Runner(lambda: SpyGame(**config), {"p": ScriptedPolicy(fn)}, num_envs=3).play(seeds)
+    single = [play_one_at_a_time(SpyGame(**config), {"p": ScriptedPolicy(fn)}, s) for s in seeds]
+    assert [e.model_dump_json() for e in batched] == [e.model_dump_json() for e in single]
+
+
+def test_one_generate_call_per_policy_per_tick() -> None:
+    policy = CountingPolicy(BOTS["default"])
+    Runner(lambda: SpyGame(n_players=5), {"p": policy}, num_envs=4).play(list(range(4)))
+    # perform phase of 4 games, then vote phase of 4 games: 2 calls of 20 turns.
+    assert policy.batch_sizes == [20, 20]
+
+
+def test_seat_map_routes_seats_to_policies() -> None:
+    bots = CountingPolicy(BOTS["default"])
+    fixed = CountingPolicy(BOTS["fixed_vote"], name="fixed")
+    runner = Runner(lambda: SpyGame(n_players=3), {"bots": bots, "fixed": fixed},
+                    SeatMap({"player_0": "fixed", "*": "bots"}), num_envs=2)
+    episodes = runner.play([0, 1])
+    assert fixed.batch_sizes == [2, 2] and bots.batch_sizes == [4, 4]
+    for ep in episodes:
+        assert {t.policy for t in ep.turns_of(seat="player_0")} == {"fixed"}
+        assert ep.turns_of(seat="player_0", phase="vote")[0].action == "0"
+    with pytest.raises(KeyError, match="no policy for seat"):
+        Runner(lambda: SpyGame(), {"p": bots}, SeatMap({"player_*9": "p"}))
+
+
+def test_episodes_round_trip_through_jsonl(tmp_path: Path) -> None:
+    episodes = Runner(lambda: SpyGame(), {"p": ScriptedPolicy(BOTS["default"])}).play([1, 2, 3])
+    path = tmp_path / "episodes.jsonl"
+    assert write_jsonl(episodes, path) == 3
+    assert list(read_jsonl(path)) == episodes
+
+
+def test_a_human_takes_a_seat() -> None:
+    typed = io.StringIO("I think about it.\nAnswer: my summary\n.\n\\boxed{N/A}\n.\n")
+    screen = io.StringIO()
+    human = HumanPolicy(stdin=typed, stdout=screen)
+    runner = Runner(lambda: SpyGame(n_players=3), {"me": human, "bots": ScriptedPolicy(BOTS["default"])},
+                    SeatMap({"player_1": "me", "*": "bots"}), num_envs=1)
+    (ep,) = runner.play([5])
+    mine = ep.turns_of(seat="player_1")
+    assert [t.action for t in mine] == ["my summary", "N/A"]
+    assert "your turn: player_1" in screen.getvalue() and "Answer:" in screen.getvalue()
