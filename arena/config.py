@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from arena.registry import UnknownName, game_class
 from learners.config import LearnerConfig, TrainConfig
@@ -41,19 +41,41 @@ class PolicySection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["hf"] = Field(default="hf", description="Generation backend: hf (transformers).")
-    model: str = Field(default="smollm2-135m", description="Built-in name, local folder or hub id.")
+    backend: Literal["hf", "vllm", "openai"] = Field(
+        default="hf", description="hf: transformers; vllm: in-process vLLM engine; openai: an OpenAI-compatible server."
+    )
+    model: str = Field(default="smollm2-135m", description="Built-in name, local folder or hub id (server: its model name).")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         default="bfloat16", description="Generation dtype (bfloat16 is faster on CPUs with AVX512-BF16)."
     )
-    device: str = Field(default="cpu", description="torch device for generation.")
-    max_batch_size: int = Field(default=64, ge=1, description="Most sequences in one forward pass.")
+    device: str = Field(default="cpu", description="torch device for hf generation.")
+    max_batch_size: int = Field(default=64, ge=1, description="hf: most sequences in one forward pass.")
     max_batch_tokens: int = Field(
-        default=32768, ge=256, description="Most padded tokens (prompt + budget) in one generation batch."
+        default=32768, ge=256, description="hf: most padded tokens (prompt + budget) in one generation batch."
     )
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0 is greedy.")
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     max_new_tokens: int = Field(default=256, ge=1, description="Token budget of each turn.")
+    max_model_len: int = Field(default=2048, ge=128, description="vllm: longest prompt + completion.")
+    gpu_memory_utilization: float = Field(
+        default=0.5, gt=0.0, le=1.0, description="vllm: share of GPU memory for weights and KV cache."
+    )
+    tensor_parallel_size: int = Field(default=1, ge=1, description="vllm: GPUs the engine shards over.")
+    enable_sleep_mode: bool = Field(default=False, description="vllm (GPU): free engine memory during updates.")
+    kv_cache_gb: float = Field(default=2.0, gt=0.0, description="vllm on CPU: KV cache size in GB.")
+    base_url: str | None = Field(default=None, description="openai: server URL, e.g. http://127.0.0.1:8000.")
+    api: Literal["completions", "chat"] = Field(default="completions", description="openai: endpoint to use.")
+    api_key_env: str | None = Field(default=None, description="openai: environment variable holding the API key.")
+    timeout_s: float = Field(default=120.0, gt=0.0, description="openai: per-request timeout.")
+    retries: int = Field(default=2, ge=0, le=10, description="openai: retries on connection errors and 5xx.")
+
+    @model_validator(mode="after")
+    def _backend_settings(self) -> PolicySection:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000)")
+        if self.enable_sleep_mode and self.backend != "vllm":
+            raise ValueError("enable_sleep_mode only applies to backend 'vllm'")
+        return self
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)

@@ -47,6 +47,8 @@ class Trainer:
     def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None):
         if TRAINABLE not in cfg.seats.values():
             raise ConfigError("seats: no seat plays the trainable policy; map at least one pattern to 'trainable'")
+        if cfg.policy.backend == "openai":
+            raise ConfigError("policy.backend: 'openai' cannot receive weight updates; train with hf or vllm")
         self.cfg = cfg
         self.run_dir = run_dir
         self.step = 0
@@ -63,10 +65,10 @@ class Trainer:
         if cfg.policy.dtype == "float32" and cfg.policy.backend == "hf":
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
-            model, self.tokenizer = load_causal_lm(cfg.policy.model, dtype="float32")
+            model, self.tokenizer = load_causal_lm(cfg.policy.model, dtype="float32", device=cfg.learner.device)
         ref = None
         if cfg.learner.beta > 0:
-            ref, _ = load_causal_lm(cfg.policy.model, dtype="float32")
+            ref, _ = load_causal_lm(cfg.policy.model, dtype="float32", device=cfg.learner.device)
             ref.requires_grad_(False)
         self.learner = Learner(model, cfg.learner, self.tokenizer.pad_token_id, cfg.policy.temperature, ref)
         self.baselines = RoleBaselines(alpha=cfg.learner.rae.alpha, order=cfg.learner.rae.order)
@@ -140,7 +142,7 @@ class Trainer:
         """Push the learner's weights into the generator (no-op when they share the model)."""
         gen_model = getattr(self.generator, "model", None)
         learner_model = self.learner.module
-        if gen_model is None or gen_model is learner_model:
+        if gen_model is learner_model:
             return
         if self.learner.engine is not None:
             from learners.ds import gathered_state_dict
@@ -148,6 +150,9 @@ class Trainer:
             state = gathered_state_dict(self.learner.engine)
         else:
             state = learner_model.state_dict()
+        if hasattr(self.generator, "load_weights"):  # vLLM: push into the running engine
+            self.generator.load_weights(state.items())
+            return
         with torch.no_grad():
             gen_model.load_state_dict(state)
 

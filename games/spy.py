@@ -31,6 +31,8 @@ Action grammar
     text instead). vote: the last balanced ``\\boxed{...}``; ``k`` in 0..n-1
     (``Player k``, ``$k$`` accepted) or ``N/A`` (``NA``, ``none``); anything else
     is invalid and, whatever the invalid-output mode, is not counted as a vote.
+    ``vote_format: lenient`` (not the paper's rule, for small models) also reads
+    the last ``Player k`` / ``N/A`` mentioned when there is no ``\\boxed{}``.
 
 Rewards (booked per turn; the AEC ``rewards`` are their sums)
     Detection, ``detection_reward: paper``: ``1[v_i == u]`` (N/A, invalid: 0).
@@ -54,6 +56,9 @@ Deviations from the paper, all deliberate
       (a spy voting for itself scores 1); the shaped mode has the code's rules.
     * The god detector is k detector seats voting once each (shared weights,
       one batched call) rather than one detector sampled k times.
+    * ``vote_format: lenient`` and ``require_answer_line: false`` exist for models
+      too small to follow the format at first (the CPU config uses them); the
+      defaults are the paper's strict formats.
     * The math source is the problem statement; the verifiable answer is only
       used for metrics (``civilian_correct``), never for rewards.
 
@@ -107,6 +112,9 @@ class SpyConfig(BaseModel):
     min_words: int | None = Field(default=None, ge=1, description="Length asked of outputs; None: task default.")
     max_words: int | None = Field(default=None, ge=1, description="Length asked of outputs; None: task default.")
     require_answer_line: bool = Field(default=True, description="Performing output must have an 'Answer:' line.")
+    vote_format: Literal["boxed", "lenient"] = Field(
+        default="boxed", description="boxed: only \\boxed{k} (paper); lenient: also the last 'Player k' / 'N/A' mentioned."
+    )
     shuffle_outputs: bool = Field(default=False, description="Show outputs to voters in a random order.")
     detector: Literal["players", "god"] = Field(
         default="players", description="players: everyone votes (paper); god: separate full-view detectors (code)."
@@ -227,7 +235,7 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
         if self.phase.name == "perform":
             answer = parse_answer(text, self.config.require_answer_line)
             return Invalid(reason="no non-empty line starting with 'Answer:'") if answer is None else answer
-        return parse_vote(text, self.config.n_players)
+        return parse_vote(text, self.config.n_players, lenient=self.config.vote_format == "lenient")
 
     def action_text(self, action: Any) -> str | None:
         return str(action)

@@ -119,12 +119,22 @@ _NA_FORMS = {"n/a", "na", "none", "n.a.", "n / a"}
 _PLAYER_PREFIX = re.compile(r"(?i)^(?:player|p)\s*")
 
 
-def parse_vote(text: str, n_players: int) -> Vote | Invalid:
+_LOOSE_VOTE = re.compile(r"(?i)\bplayer\s*#?\s*(\d{1,6})\b|\b(N/A)\b")
+
+
+def parse_vote(text: str, n_players: int, lenient: bool = False) -> Vote | Invalid:
     """``\\boxed{k}`` -> k, ``\\boxed{N/A}`` -> "N/A"; anything else -> :class:`Invalid`.
 
     The last ``\\boxed{}`` counts; ``Player 3`` / ``p3`` / ``$3$`` are read as 3.
+    ``lenient`` (not the paper's rule): without any ``\\boxed{}``, the last
+    ``Player k`` or ``N/A`` mentioned in the text is the vote.
     """
     content = last_boxed(text)
+    if content is None and lenient:
+        mentions = list(_LOOSE_VOTE.finditer(text))
+        if mentions:
+            last = mentions[-1]
+            content = last.group(1) or last.group(2)
     if content is None:
         return Invalid(reason="no \\boxed{...} vote found")
     value = _PLAYER_PREFIX.sub("", content.strip().strip("$ .")).strip()

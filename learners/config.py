@@ -44,6 +44,7 @@ class LearnerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     backend: Literal["torch", "deepspeed"] = Field(default="torch", description="torch optimizer or a DeepSpeed engine.")
+    device: str = Field(default="cpu", description="Device of the learner's weights (cuda on GPU machines).")
     lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate (paper 1e-6).")
     weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
     loss: Literal["clipped", "reinforce"] = Field(

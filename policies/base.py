@@ -60,3 +60,9 @@ class Policy(Protocol):
     name: str
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]: ...
+
+
+def chat_prompt_ids(tokenizer: Any, messages: Sequence[ChatMessage]) -> list[int]:
+    """Token ids of ``messages`` through the model's chat template, ready for the reply."""
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)

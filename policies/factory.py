@@ -55,4 +55,20 @@ def make_model_policy(cfg: ArenaConfig, name: str, **kwargs: Any) -> Policy:
             p.model, dtype=p.dtype, device=p.device, max_batch_size=p.max_batch_size,
             max_batch_tokens=p.max_batch_tokens, name=name, **kwargs,
         )
-    raise ConfigError(f"policy.backend: unknown backend {p.backend!r}")
+    if p.backend == "vllm":
+        from policies.vllm import VLLMPolicy
+
+        return VLLMPolicy(
+            p.model, dtype=p.dtype, max_model_len=p.max_model_len, gpu_memory_utilization=p.gpu_memory_utilization,
+            tensor_parallel_size=p.tensor_parallel_size, enable_sleep_mode=p.enable_sleep_mode, name=name,
+            kv_cache_gb=p.kv_cache_gb,
+        )
+    import os
+
+    from policies.openai import OpenAIPolicy
+
+    assert p.base_url is not None  # checked by PolicySection
+    key = os.environ.get(p.api_key_env) if p.api_key_env else None
+    return OpenAIPolicy(
+        p.base_url, p.model, api=p.api, api_key=key, timeout_s=p.timeout_s, retries=p.retries, name=name
+    )

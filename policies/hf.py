@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from policies.base import Completion, Request, SamplingParams
+from policies.base import Completion, Request, SamplingParams, chat_prompt_ids
 from policies.models import DEFAULT_MODEL, load_causal_lm
 
 
@@ -84,8 +84,7 @@ class HFPolicy:
         return {i for i in ids if i is not None}
 
     def encode(self, request: Request) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        return chat_prompt_ids(self.tokenizer, request.messages)
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         results: list[Completion | None] = [None] * len(requests)

@@ -116,9 +116,18 @@ def test_parse_vote_examples(text: str, expected: object) -> None:
     assert (None if isinstance(got, Invalid) else got) == expected
 
 
-@given(text=completions(), n=st.integers(3, 16))
-def test_parse_vote_never_raises_and_is_in_range(text: str, n: int) -> None:
-    got = parse_vote(text, n)
+def test_lenient_votes_read_the_last_mention_only_when_asked() -> None:
+    text = "Player 1 looks fine, but I think player 3 is the spy."
+    assert isinstance(parse_vote(text, 5), Invalid)
+    assert parse_vote(text, 5, lenient=True) == 3
+    assert parse_vote("Hard to say: N/A", 5, lenient=True) == NA
+    assert parse_vote("Player 2 ... \\boxed{0}", 5, lenient=True) == 0
+    assert isinstance(parse_vote("player 9", 5, lenient=True), Invalid)
+
+
+@given(text=completions(), n=st.integers(3, 16), lenient=st.booleans())
+def test_parse_vote_never_raises_and_is_in_range(text: str, n: int, lenient: bool) -> None:
+    got = parse_vote(text, n, lenient)
     assert isinstance(got, Invalid) or got == NA or (isinstance(got, int) and 0 <= got < n)
 
 

@@ -1,0 +1,143 @@
+"""A client for any OpenAI-compatible completion server (``vllm serve``, hosted models).
+
+Two APIs:
+
+* ``completions`` (default; vLLM servers): the chat template is applied here, the
+  prompt is sent as token ids to ``/v1/completions``, and the reply carries the
+  sampled token ids (``return_tokens_as_token_ids``) and their logprobs, so
+  episodes are trainable exactly as with the in-process backends;
+* ``chat``: ``/v1/chat/completions`` with the messages, for hosted models in
+  tournaments and evaluation (text only: no token ids or logprobs).
+
+Requests of one batch go out concurrently (the server batches them). Every call
+has a timeout; connection failures and 5xx answers are retried a bounded number
+of times; anything else that is not the expected JSON raises
+:class:`ServerError` naming the server and what came back. Nothing hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+from policies.base import Completion, Request, chat_prompt_ids
+
+
+class ServerError(RuntimeError):
+    """The server is unreachable or answered something unusable."""
+
+
+class OpenAIPolicy:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        tokenizer: str | None = None,
+        api: Literal["completions", "chat"] = "completions",
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        max_concurrency: int = 64,
+        name: str = "openai",
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api = api
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_concurrency = max_concurrency
+        self.name = name
+        self.tokenizer = None
+        if api == "completions":
+            from transformers import AutoTokenizer
+
+            from policies.models import resolve_model
+
+            self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer or model))
+
+    # ------------------------------------------------------------------ HTTP
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = json.dumps(body).encode()
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    raw = resp.read()
+            except urllib.error.HTTPError as e:
+                detail = e.read()[:300].decode(errors="replace")
+                if e.code >= 500:
+                    last = f"HTTP {e.code}: {detail}"
+                    continue
+                raise ServerError(f"{url} rejected the request (HTTP {e.code}): {detail}") from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+                last = str(getattr(e, "reason", e))
+                continue
+            try:
+                return json.loads(raw)
+            except json.JSONDecodeError:
+                raise ServerError(f"{url} returned non-JSON: {raw[:200]!r}") from None
+        raise ServerError(
+            f"cannot reach {url} after {self.retries + 1} attempts ({last}); is the server running?"
+        )
+
+    # ------------------------------------------------------------------ policy
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        if not requests:
+            return []
+        one = self._complete if self.api == "completions" else self._chat
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
+            return list(pool.map(one, requests))
+
+    def _complete(self, req: Request) -> Completion:
+        assert self.tokenizer is not None
+        prompt = chat_prompt_ids(self.tokenizer, req.messages)
+        body = {
+            "model": self.model, "prompt": prompt, "max_tokens": req.params.max_new_tokens,
+            "temperature": req.params.temperature, "top_p": req.params.top_p, "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+        }
+        if req.params.stop:
+            body["stop"] = list(req.params.stop)
+        if req.seed is not None:
+            body["seed"] = req.seed % 2**31
+        reply = self._post("/v1/completions", body)
+        try:
+            choice = reply["choices"][0]
+            text = choice["text"]
+            lp = choice.get("logprobs") or {}
+            tokens = [int(t.split(":", 1)[1]) for t in lp.get("tokens") or []]
+            logprobs = [float(x) for x in lp.get("token_logprobs") or []]
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise ServerError(f"{self.base_url}/v1/completions: unexpected reply ({e!r}): {str(reply)[:200]}") from None
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Completion(text=text, prompt_ids=prompt, completion_ids=tokens, logprobs=logprobs, finish_reason=finish)
+
+    def _chat(self, req: Request) -> Completion:
+        body = {
+            "model": self.model, "messages": list(req.messages), "max_tokens": req.params.max_new_tokens,
+            "temperature": req.params.temperature, "top_p": req.params.top_p,
+        }
+        if req.params.stop:
+            body["stop"] = list(req.params.stop)
+        reply = self._post("/v1/chat/completions", body)
+        try:
+            choice = reply["choices"][0]
+            text = choice["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError) as e:
+            raise ServerError(f"{self.base_url}/v1/chat/completions: unexpected reply ({e!r}): {str(reply)[:200]}") from None
+        return Completion(text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop")

