@@ -39,7 +39,7 @@ import numpy as np
 from pettingzoo import AECEnv
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.messages import CompletionSpace, Message, MessageSpace
+from arena.messages import CompletionSpace, Message, MessageSpace, random_fields
 from arena.types import ChatMessage, Episode, Turn
 
 ObsT = TypeVar("ObsT", bound=Message)
@@ -146,9 +146,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
 
     def sample_observation(self, rng: np.random.Generator) -> ObsT:
         """A valid random observation; override when fields have constraints."""
-        from arena.messages import _random_fields
-
-        return self.observation_type.model_validate(_random_fields(self.observation_type, rng))  # type: ignore[return-value]
+        return self.observation_type.model_validate(random_fields(self.observation_type, rng))  # type: ignore[return-value]
 
     def episode_metrics(self) -> dict[str, float]:
         return {}

@@ -126,7 +126,7 @@ class MessageSpace(gymnasium.Space[M], Generic[M]):
             raise ValueError("MessageSpace.sample takes no mask")
         if self.sampler is not None:
             return self.sampler(self.np_random)
-        return self.message_type.model_validate(_random_fields(self.message_type, self.np_random))
+        return self.message_type.model_validate(random_fields(self.message_type, self.np_random))
 
     @property
     def is_np_flattenable(self) -> bool:
@@ -139,7 +139,7 @@ class MessageSpace(gymnasium.Space[M], Generic[M]):
         return f"MessageSpace({self.message_type.__name__})"
 
 
-def _random_fields(model: type[BaseModel], rng: np.random.Generator) -> dict[str, Any]:
+def random_fields(model: type[BaseModel], rng: np.random.Generator) -> dict[str, Any]:
     return {
         name: _random_value(field.annotation, rng)
         for name, field in model.model_fields.items()
@@ -174,5 +174,5 @@ def _random_value(annotation: Any, rng: np.random.Generator) -> Any:
         members = list(annotation)
         return members[int(rng.integers(len(members)))]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return _random_fields(annotation, rng)
+        return random_fields(annotation, rng)
     raise TypeError(f"cannot sample a value of type {annotation!r}; give MessageSpace a sampler")

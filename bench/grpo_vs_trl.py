@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -30,7 +32,7 @@ def reward(prompt: str, completion: str) -> float:
     return correct - 0.01 * len(completion.split())
 
 
-def arena_steps(args: argparse.Namespace) -> list[float]:
+def arena_steps(args: argparse.Namespace, bf16: bool) -> list[float]:
     from arena.types import Sample
     from learners.advantages import grpo
     from learners.config import LearnerConfig
@@ -39,11 +41,12 @@ def arena_steps(args: argparse.Namespace) -> list[float]:
     from policies.hf import HFPolicy
     from policies.models import load_causal_lm
 
-    gen = HFPolicy("smollm2-135m", dtype="float32", name="arena")
+    gen = HFPolicy("smollm2-135m", dtype="bfloat16" if bf16 else "float32", name="arena")
+    model, tokenizer = (load_causal_lm("smollm2-135m", dtype="float32") if bf16 else (gen.model, gen.tokenizer))
     ref, _ = load_causal_lm("smollm2-135m", dtype="float32")
     ref.requires_grad_(False)
-    cfg = LearnerConfig(lr=1e-6, beta=args.beta, kl_estimator="k3", drop_zero_variance=False)
-    learner = Learner(gen.model, cfg, gen.tokenizer.pad_token_id, temperature=1.0, ref_model=ref)
+    cfg = LearnerConfig(lr=1e-6, beta=args.beta, kl_estimator="k3", drop_zero_variance=False, autocast_bf16=bf16)
+    learner = Learner(model, cfg, tokenizer.pad_token_id, temperature=1.0, ref_model=ref)
     params = SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens)
     times = []
     for step in range(args.steps + 1):
@@ -55,11 +58,13 @@ def arena_steps(args: argparse.Namespace) -> list[float]:
         adv = grpo(rewards, torch.zeros(len(comps), dtype=torch.long))
         samples = [Sample(prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, logprobs=c.logprobs, advantage=float(a)) for c, a in zip(comps, adv, strict=True)]
         learner.step(samples)
+        if gen.model is not model:  # weight sync into the bf16 generator
+            gen.model.load_state_dict(model.state_dict())
         times.append(time.perf_counter() - start)
     return times[1:]
 
 
-def trl_steps(args: argparse.Namespace) -> list[float]:
+def trl_steps(args: argparse.Namespace, bf16: bool) -> list[float]:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -86,7 +91,7 @@ def trl_steps(args: argparse.Namespace) -> list[float]:
         output_dir="/tmp/arena-bench-trl", per_device_train_batch_size=args.group, num_generations=args.group,
         max_completion_length=args.max_new_tokens, beta=args.beta, learning_rate=1e-6, max_steps=args.steps + 1,
         logging_steps=1, report_to=[], use_cpu=True, save_strategy="no", temperature=1.0, seed=0,
-        gradient_accumulation_steps=1, bf16=False, dataloader_num_workers=0,
+        gradient_accumulation_steps=1, bf16=bf16, dataloader_num_workers=0,
     )
     timer = Timer()
     trainer = GRPOTrainer(model=resolve_model("smollm2-135m"), reward_funcs=reward_fn, args=config, train_dataset=data, callbacks=[timer])
@@ -95,21 +100,52 @@ def trl_steps(args: argparse.Namespace) -> list[float]:
     return [end - begin for begin, end in pairs][1:]
 
 
+ROWS = [
+    ("TRL GRPOTrainer, fp32 (TRL's CPU default)", "trl", False),
+    ("TRL GRPOTrainer, bf16=True", "trl", True),
+    ("arena, fp32 generation + fp32 learner", "arena", False),
+    ("arena, bf16 generation + bf16-autocast learner (CPU default)", "arena", True),
+]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--beta", type=float, default=0.04)
+    ap.add_argument("--row", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.manual_seed(0)
-    trl = trl_steps(args)
-    arena = arena_steps(args)
-    t_trl, t_arena = statistics.median(trl), statistics.median(arena)
-    print(f"GRPO step: 1 prompt x {args.group} completions, <= {args.max_new_tokens} new tokens, beta {args.beta}, SmolLM2-135M fp32, CPU")
-    print(f"TRL GRPOTrainer : {t_trl:6.2f} s/step (median of {len(trl)}: {', '.join(f'{t:.2f}' for t in trl)})")
-    print(f"arena learner   : {t_arena:6.2f} s/step (median of {len(arena)}: {', '.join(f'{t:.2f}' for t in arena)})")
-    print(f"speed-up arena vs TRL: {t_trl / t_arena:.2f}x (target >= 2)")
+    if args.row is not None:  # one configuration, in its own process
+        _, side, bf16 = ROWS[args.row]
+        times = (trl_steps if side == "trl" else arena_steps)(args, bf16)
+        print("TIMES " + " ".join(f"{t:.4f}" for t in times))
+        return
+    rows = []
+    for i, (label, _, _) in enumerate(ROWS):
+        # Each configuration runs in a fresh process so that neither side inherits
+        # the other's threads, allocator state or warmed caches.
+        proc = subprocess.run(
+            [sys.executable, __file__, "--row", str(i), "--steps", str(args.steps), "--group", str(args.group),
+             "--max-new-tokens", str(args.max_new_tokens), "--beta", str(args.beta)],
+            capture_output=True, text=True,
+        )
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("TIMES ")), None)
+        if proc.returncode != 0 or line is None:
+            print(f"{label}: failed ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode})")
+            continue
+        times = [float(x) for x in line.split()[1:]]
+        rows.append((label, statistics.median(times), times))
+    print(f"GRPO step: 1 prompt x {args.group} completions, <= {args.max_new_tokens} new tokens, beta {args.beta}, "
+          "SmolLM2-135M (fp32 master weights), CPU; median over steps after one warm-up step")
+    for label, median, times in rows:
+        print(f"{label:62} {median:6.2f} s/step  ({', '.join(f'{t:.2f}' for t in times)})")
+    trl = [m for label, m, _ in rows if label.startswith("TRL")]
+    arena = [m for label, m, _ in rows if label.startswith("arena")]
+    if trl and arena:
+        print(f"speed-up, arena's CPU default vs TRL's fastest mode: {min(trl) / arena[-1]:.2f}x (target >= 2)")
+        print(f"speed-up, arena fp32 vs TRL fp32 (same precision): {trl[0] / arena[0]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def make_model_policy(cfg: ArenaConfig, name: str, **kwargs: Any) -> Policy:
         return VLLMPolicy(
             p.model, dtype=p.dtype, max_model_len=p.max_model_len, gpu_memory_utilization=p.gpu_memory_utilization,
             tensor_parallel_size=p.tensor_parallel_size, enable_sleep_mode=p.enable_sleep_mode, name=name,
-            kv_cache_gb=p.kv_cache_gb,
+            kv_cache_gb=p.kv_cache_gb, seeded=p.seeded_sampling,
         )
     import os
 

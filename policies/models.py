@@ -137,7 +137,9 @@ def torch_dtype(name: str) -> torch.dtype:
 def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
     """Load (model, tokenizer) for ``name``; the tokenizer pads on the left for generation."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # one bar per load clutters every CLI's output
     where = resolve_model(name)
     tokenizer = AutoTokenizer.from_pretrained(where)
     tokenizer.padding_side = "left"

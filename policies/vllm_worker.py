@@ -18,14 +18,19 @@ class WeightSync:
     model_runner: Any
 
     def arena_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
-        """Replace weights in place from (HF parameter name, tensor) pairs; returns how many."""
-        model = self.model_runner.model
-        model.load_weights(weights=iter(weights))
+        """Replace weights in place from (HF checkpoint name, tensor) pairs; returns how many.
+
+        ``reload_weights`` runs the model's own loader again and then its
+        post-load processing, which matters on CPU: vLLM repacks linear weights
+        for oneDNN there and drops the originals, so writing into parameters
+        directly would not reach the kernels.
+        """
+        self.model_runner.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)
         return len(weights)
 
-    def arena_weight_checksum(self, name_fragment: str) -> float:
-        """Sum of the first parameter whose name contains ``name_fragment`` (tests)."""
-        for name, param in self.model_runner.model.named_parameters():
-            if name_fragment in name:
-                return float(param.detach().float().sum())
-        raise KeyError(name_fragment)
+    def arena_load_weights_file(self, path: str) -> int:
+        """The same from a safetensors file: how weights cross into an engine in another process."""
+        from safetensors.torch import load_file
+
+        return self.arena_load_weights(list(load_file(path).items()))
+

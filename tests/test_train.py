@@ -74,3 +74,20 @@ def test_bad_set_fails_before_any_model_loads(tmp_path: Path) -> None:
         assert field in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert time.time() - start < 60
         assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.vllm
+def test_train_with_the_vllm_backend_on_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("vllm", reason="vLLM is not installed")
+    run = tmp_path / "vllm"
+    sets = [a for item in [*TINY, "policy.backend=vllm", "train.steps=2", "train.checkpoint_every=2"] for a in ("--set", item)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "arena.train", "games/spy.yaml", *sets, "--run-dir", str(run)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _metrics(run)
+    assert [r["step"] for r in rows] == [1, 2]
+    # The engine got the learner's weights after step 1: its logprobs still match the learner's.
+    assert rows[1]["logprob_gap"] is not None and rows[1]["logprob_gap"] < 0.2
+    assert (run / "checkpoints" / "step_000002" / "model" / "config.json").is_file()

@@ -24,7 +24,7 @@ from policies.openai import OpenAIPolicy
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed")
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +69,14 @@ def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> 
 
     def gap() -> float:
         got = engine.score(probe.prompt_ids, probe.completion_ids, params)
-        return max(abs(a - b) for a, b in zip(got, target, strict=True))
+        return sum(abs(a - b) for a, b in zip(got, target, strict=True)) / len(target)
 
     before = gap()
     engine.load_weights(model.state_dict().items())
     after = gap()
-    print(f"engine vs learner max |logprob gap|: before sync {before:.3f}, after sync {after:.3f}")
-    assert after < 0.15 < before
-    assert after < before / 3
+    print(f"engine (bf16) vs learner (fp32) mean |logprob gap| per token: before sync {before:.3f}, after {after:.3f}")
+    assert after < 0.1, "after the sync the engine scores like the learner, up to bf16 rounding"
+    assert before > 5 * after
 
 
 def _free_port() -> int:
