@@ -80,9 +80,9 @@ class Trainer:
             self._restore(find_checkpoint(resume))
         elif self.metrics_path.exists():
             self.metrics_path.unlink()
-        (run_dir / "config.json").write_text(
-            json.dumps(cfg.model_dump(mode="json", exclude={"game"}) | {"game": {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}}, indent=2)
-        )
+        game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
+        resolved = cfg.model_dump(mode="json", exclude={"game"}) | {"game": game}
+        (run_dir / "config.json").write_text(json.dumps(resolved, indent=2))  # the run's full, resolved config
         self._tb = None
 
     # -------------------------------------------------------------- the loop

@@ -39,7 +39,7 @@ class Garbage(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"<html>not an API</html>")
 
     def log_message(self, *args: object) -> None:
-        pass
+        """Keep the test output free of access logs."""
 
 
 class Flaky(http.server.BaseHTTPRequestHandler):
@@ -58,7 +58,7 @@ class Flaky(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
-        pass
+        """Keep the test output free of access logs."""
 
 
 @pytest.fixture
