@@ -60,6 +60,9 @@ class LearnerConfig(BaseModel):
     updates_per_batch: int = Field(default=1, ge=1, description="Optimizer steps on each batch (PPO epochs).")
     token_budget: int = Field(default=4096, ge=1, description="Most padded tokens in one micro-batch (a longer sample gets its own).")
     grad_clip: float = Field(default=1.0, gt=0.0, description="Max global grad norm.")
+    share_prompt_prefix: bool = Field(
+        default=True, description="Run a prompt shared by several samples once per micro-batch (same result, less work)."
+    )
     autocast_bf16: bool = Field(
         default=False, description="torch backend: run forward/backward under bf16 autocast (fp32 master weights)."
     )

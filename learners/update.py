@@ -42,21 +42,47 @@ class MicroBatch:
     advantages: torch.Tensor  # (b,)
     gen_logprobs: torch.Tensor  # (b, T), NaN where the generator gave none
     index: list[int]  # positions of these samples in the batch
+    shared_prompt: bool = False  # every row has the same prompt: run it once
 
 
-def pack(samples: Sequence[Sample], token_budget: int) -> list[list[int]]:
-    """Group sample indices so that (rows x longest row) stays within ``token_budget``."""
-    order = sorted(range(len(samples)), key=lambda i: -samples[i].length)
+def pack(samples: Sequence[Sample], token_budget: int, share_prompts: bool = False) -> list[list[int]]:
+    """Group sample indices into micro-batches within ``token_budget`` padded tokens.
+
+    With ``share_prompts``, samples with the same prompt (a GRPO group, SpyRL's
+    civilians) form their own micro-batches, costed as one prompt plus the rows'
+    completions, since the prompt is run once for all of them.
+    """
     groups: list[list[int]] = []
+    rest = list(range(len(samples)))
+    if share_prompts:
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for i in rest:
+            by_prompt.setdefault(tuple(samples[i].prompt_ids), []).append(i)
+        rest = []
+        for members in by_prompt.values():
+            if len(members) < 2:
+                rest.extend(members)
+                continue
+            p_len = len(samples[members[0]].prompt_ids)
+            current: list[int] = []
+            for i in sorted(members, key=lambda k: -len(samples[k].completion_ids)):
+                longest = max([len(samples[j].completion_ids) for j in current] + [len(samples[i].completion_ids)])
+                if current and p_len + longest * (len(current) + 1) > token_budget:
+                    groups.append(current)
+                    current = []
+                current.append(i)
+            groups.append(current)
+    order = sorted(rest, key=lambda i: -samples[i].length)
+    mixed: list[list[int]] = []
     for i in order:
-        if groups:
-            g = groups[-1]
+        if mixed:
+            g = mixed[-1]
             longest = max(samples[g[0]].length, samples[i].length)
             if longest * (len(g) + 1) <= token_budget:
                 g.append(i)
                 continue
-        groups.append([i])
-    return groups
+        mixed.append([i])
+    return groups + mixed
 
 
 def collate(samples: Sequence[Sample], index: list[int], pad_id: int, device: torch.device) -> MicroBatch:
@@ -80,18 +106,35 @@ def collate(samples: Sequence[Sample], index: list[int], pad_id: int, device: to
             gen[r, :t] = torch.tensor(s.logprobs)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     adv = torch.tensor([s.advantage for s in rows], dtype=torch.float32)
+    shared = len(rows) > 1 and all(s.prompt_ids == rows[0].prompt_ids for s in rows)
     to = lambda x: x.to(device)  # noqa: E731
-    return MicroBatch(to(ids), to(attn), to(pos), to(cmask), to(comp), to(adv), to(gen), list(index))
+    return MicroBatch(to(ids), to(attn), to(pos), to(cmask), to(comp), to(adv), to(gen), list(index), shared)
 
 
-def completion_logprobs(model: Any, mb: MicroBatch, temperature: float) -> torch.Tensor:
-    """Log-probs of the completion tokens under ``model`` at ``temperature``. ``-> (b, T)``."""
-    t_len = mb.completion_ids.shape[1]
-    out = model(
-        input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-        logits_to_keep=t_len + 1, use_cache=False,
-    )
-    logits = out.logits[:, :-1, :].float()
+def completion_logprobs(model: Any, mb: MicroBatch, temperature: float, share_prompt: bool = False) -> torch.Tensor:
+    """Log-probs of the completion tokens under ``model`` at ``temperature``. ``-> (b, T)``.
+
+    When every row has the same prompt and ``share_prompt`` is set, the prompt is run
+    once and its KV cache repeated for the rows (same values and gradients, fewer
+    FLOPs: a GRPO group's prompt is usually longer than its completions).
+    """
+    b, t_len = mb.completion_ids.shape
+    if share_prompt and mb.shared_prompt:
+        p_len = mb.input_ids.shape[1] - t_len
+        head = model(input_ids=mb.input_ids[:1, :p_len], use_cache=True, logits_to_keep=1)
+        cache = head.past_key_values
+        cache.batch_repeat_interleave(b)
+        tail = model(
+            input_ids=mb.completion_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids[:, p_len:],
+            past_key_values=cache, use_cache=True, logits_to_keep=t_len,
+        )
+        logits = torch.cat([head.logits.expand(b, -1, -1), tail.logits[:, :-1, :]], dim=1).float()
+    else:
+        out = model(
+            input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+            logits_to_keep=t_len + 1, use_cache=False,
+        )
+        logits = out.logits[:, :-1, :].float()
     if temperature > 0:
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)
@@ -131,13 +174,14 @@ class Learner:
     def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
         enabled = self.cfg.autocast_bf16 and self.engine is None
         with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled):
-            return completion_logprobs(model, mb, self.temperature)
+            return completion_logprobs(model, mb, self.temperature, self.cfg.share_prompt_prefix)
 
     def step(self, samples: Sequence[Sample]) -> dict[str, float]:
         if not samples:
             return {"samples": 0.0}
         cfg = self.cfg
-        micro = [collate(samples, g, self.pad_id, self.device) for g in pack(samples, cfg.token_budget)]
+        groups = pack(samples, cfg.token_budget, share_prompts=cfg.share_prompt_prefix)
+        micro = [collate(samples, g, self.pad_id, self.device) for g in groups]
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))

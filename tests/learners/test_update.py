@@ -94,3 +94,38 @@ def test_deepspeed_backend_steps_on_cpu(smol_fp32, batch: list[Sample]) -> None:
     changed = sum(not torch.equal(v, before[k]) for k, v in learner.module.named_parameters())
     assert changed > 0.9 * len(before)
     assert stats["samples"] == 4
+
+
+def _group(smol_fp32) -> list[Sample]:
+    params = SamplingParams(temperature=1.0, max_new_tokens=10)
+    reqs = [Request(messages=[{"role": "user", "content": "Name a fruit."}], params=params, seed=k) for k in range(4)]
+    comps = smol_fp32.generate(reqs)
+    return [Sample(prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, logprobs=c.logprobs, advantage=a)
+            for c, a in zip(comps, [1.0, -0.5, 0.25, -0.75], strict=True)]
+
+
+def test_shared_prompt_path_equals_the_plain_forward(smol_fp32) -> None:
+    group = _group(smol_fp32)
+    groups = pack(group, 10_000, share_prompts=True)
+    assert groups == [sorted(groups[0], key=lambda i: -len(group[i].completion_ids))] and len(groups[0]) == 4
+    mb = collate(group, groups[0], smol_fp32.tokenizer.pad_token_id, torch.device("cpu"))
+    assert mb.shared_prompt
+    with torch.no_grad():
+        plain = completion_logprobs(smol_fp32.model, mb, 1.0, share_prompt=False)
+        shared = completion_logprobs(smol_fp32.model, mb, 1.0, share_prompt=True)
+    mask = mb.completion_mask.bool()
+    torch.testing.assert_close(shared[mask], plain[mask], rtol=1e-4, atol=1e-4)
+
+
+def test_shared_prompt_gradient_equals_the_plain_gradient(smol_fp32) -> None:
+    group = _group(smol_fp32)
+    grads = []
+    for share in (False, True):
+        model = _fresh(smol_fp32)
+        learner = Learner(model, LearnerConfig(lr=1e-4, beta=0.0, share_prompt_prefix=share), smol_fp32.tokenizer.pad_token_id)
+        captured: list[torch.Tensor] = []
+        learner._optimizer_step = lambda: captured.append(  # type: ignore[method-assign]
+            torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()) or 0.0
+        learner.step(group)
+        grads.append(captured[0])
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-6)
