@@ -85,7 +85,7 @@ def _shopping(d: _Draw, steps: int) -> Problem:
     (name, subj, _), store = d.pick(NAMES), d.pick(STORES)
     lines: list[str] = []
     total = 0
-    for i, (one, many, low, high) in enumerate(d.distinct(SHOP_ITEMS, max(2, steps))):
+    for i, (_one, many, low, high) in enumerate(d.distinct(SHOP_ITEMS, max(2, steps))):
         qty, price = d.num(2, 9), d.num(low, high)
         total += qty * price
         lead = f"{subj.capitalize()} {'buys' if i == 0 else 'also buys'}"
