@@ -1,7 +1,7 @@
 # The two commands of the README. Each sets up .venv first when it is missing or
 # pyproject.toml changed (a stamp file), and is quiet when nothing changed.
 #   make test    run every test (unit, property, slow model tests; GPU tests skip)
-#   make train   train SpyRL on the built-in CPU model (games/spy.yaml)
+#   make train   train SpyRL on the built-in CPU model (games/spy/spy.yaml)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -39,7 +39,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 train: $(STAMP)
-	$(BIN)/python -m arena.train games/spy.yaml
+	$(BIN)/python -m arena.train games/spy/spy.yaml
 
 clean:
 	rm -rf $(VENV) runs

@@ -1,8 +1,9 @@
 """Atomic training checkpoints: write to a temporary folder, then rename.
 
 A checkpoint folder ``checkpoints/step_000012`` holds the model
-(``save_pretrained``), the optimizer, the training state (step, RAE baselines,
-schedule) as JSON, and the RNG states. Because the folder only gets its final
+(``save_pretrained``), the optimizer, the training state (step, estimator
+states such as RAE's baselines, the schedule) as JSON, the RNG states, and the
+game's cross-episode state as readable files in ``game_state/``. Because the folder only gets its final
 name once everything is on disk, a run killed at any moment leaves either the
 previous checkpoints or a complete new one, never a half-written one; stray
 temporary folders are removed at the next save.
@@ -15,6 +16,7 @@ import os
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer_state: dict[str, Any], state: dict[str, Any], keep: int
+    run_dir: Path,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    optimizer_state: dict[str, Any],
+    state: dict[str, Any],
+    keep: int,
+    extra: dict[str, Callable[[Path], None]] | None = None,
 ) -> Path:
+    """Write ``checkpoints/step_NNNNNN`` atomically. ``extra`` maps subfolder names to
+    writers (a game's cross-episode state writes its readable files this way)."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     for stray in root.glob(f"{TMP_PREFIX}*"):
@@ -50,6 +61,9 @@ def save_checkpoint(
     torch.save(optimizer_state, tmp / "optimizer.pt")
     torch.save(rng_state(), tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
+    for name, write in (extra or {}).items():
+        (tmp / name).mkdir()
+        write(tmp / name)
     _fsync_tree(tmp)
     if final.exists():
         shutil.rmtree(final)
@@ -71,7 +85,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     if not root.is_dir():
         return []
     found = [p for p in root.iterdir() if p.is_dir() and _STEP.match(p.name)]
-    return sorted(found, key=lambda p: int(_STEP.match(p.name).group(1)))  # type: ignore[union-attr]
+    return sorted(found, key=lambda p: int(p.name.split("_")[1]))
 
 
 def find_checkpoint(path: Path) -> Path:

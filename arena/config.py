@@ -2,21 +2,23 @@
 
 A config file has one section per component. ``game`` names the game and
 carries its settings, which the game's own ``config_type`` validates, so a typo
-in ``games/spy.yaml`` is reported as ``game.mask_ratio`` with the bad value and
+in ``games/spy/spy.yaml`` is reported as ``game.mask_ratio`` with the bad value and
 what would be valid, before any model is loaded. ``--set a.b=value`` overrides
 any key; the value is parsed as YAML (``--set game.n_players=4``).
 """
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from arena.registry import UnknownName, game_class
-from learners.config import LearnerConfig, TrainConfig
+from learners.config import JointConfig, LearnerConfig, ScheduleConfig
+from learners.schedule import schedule_phases
 from policies.base import SamplingParams
 
 
@@ -32,31 +34,75 @@ class GameSection(BaseModel):
     name: str = Field(description="Registered game name ('spy') or 'module:Class'.")
     settings: BaseModel = Field(description="The game's own config model, validated.")
 
+    @property
+    def cls(self) -> Any:
+        return game_class(self.name)
+
     def make_env(self, **kwargs: Any) -> Any:
-        return game_class(self.name)(self.settings, **kwargs)
+        return self.cls(self.settings, **kwargs)
 
 
-class PolicySection(BaseModel):
-    """The shared trainable policy (and the frozen reference built from the same model)."""
+class SamplingSection(BaseModel):
+    """How a policy samples; every field can be overridden per phase."""
 
     model_config = ConfigDict(extra="forbid")
 
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0 is greedy.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(default=256, ge=1, description="Token budget of each turn.")
+    stop: list[str] = Field(default_factory=list, description="Strings that end a completion (cut from its text).")
+
+    def params(self, override: SamplingOverride | None = None) -> SamplingParams:
+        fields = self.model_dump() | (override.model_dump(exclude_none=True) if override else {})
+        return SamplingParams(**{**fields, "stop": tuple(fields["stop"])})
+
+
+class SamplingOverride(BaseModel):
+    """Per-phase changes to a policy's sampling; unset fields keep the policy's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(default=None, ge=0.0, description="Sampling temperature; 0 is greedy.")
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int | None = Field(default=None, ge=1, description="Token budget of each turn.")
+    stop: list[str] | None = Field(default=None, description="Strings that end a completion.")
+
+
+class ModelPolicySpec(BaseModel):
+    """A generative model: the trainable policy, a frozen copy, a checkpoint or a server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["model"] = "model"
+    model: str = Field(
+        default="smollm2-135m",
+        description="Built-in name, local folder, checkpoint or run folder (its newest checkpoint), or hub id; "
+        "openai: the server's model name.",
+    )
+    trainable: bool = Field(default=False, description="The learner trains these weights (exactly one policy).")
+    frozen: bool = Field(default=False, description="Explicitly never trained (the default for non-trainable policies).")
     backend: Literal["hf", "vllm", "openai"] = Field(
         default="hf", description="hf: transformers; vllm: in-process vLLM engine; openai: an OpenAI-compatible server."
     )
-    model: str = Field(default="smollm2-135m", description="Built-in name, local folder or hub id (server: its model name).")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         default="bfloat16", description="Generation dtype (bfloat16 is faster on CPUs with AVX512-BF16)."
     )
     device: str = Field(default="cpu", description="torch device for hf generation.")
+    sampling: SamplingSection = Field(default_factory=SamplingSection, description="Sampling settings.")
+    phase_sampling: dict[str, SamplingOverride] = Field(
+        default_factory=dict, description="Phase name -> sampling changes for that phase's turns."
+    )
+    max_model_len: int | None = Field(
+        default=None, ge=128, description="Longest prompt + completion (vllm default 2048; hf: the model's limit)."
+    )
+    overflow: Literal["truncate", "end"] = Field(
+        default="truncate",
+        description="A prompt over max_model_len: truncate its oldest tokens, or end the episode as a truncation.",
+    )
     max_batch_size: int = Field(default=64, ge=1, description="hf: most sequences in one forward pass.")
     max_batch_tokens: int = Field(
         default=32768, ge=256, description="hf: most padded tokens (prompt + budget) in one generation batch."
     )
-    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0 is greedy.")
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
-    max_new_tokens: int = Field(default=256, ge=1, description="Token budget of each turn.")
-    max_model_len: int = Field(default=2048, ge=128, description="vllm: longest prompt + completion.")
     gpu_memory_utilization: float = Field(
         default=0.5, gt=0.0, le=1.0, description="vllm: share of GPU memory for weights and KV cache."
     )
@@ -74,15 +120,65 @@ class PolicySection(BaseModel):
     retries: int = Field(default=2, ge=0, le=10, description="openai: retries on connection errors and 5xx.")
 
     @model_validator(mode="after")
-    def _backend_settings(self) -> PolicySection:
+    def _backend_settings(self) -> ModelPolicySpec:
+        if self.trainable and self.frozen:
+            raise ValueError("trainable and frozen: a policy is one or the other")
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000)")
+        if self.backend == "openai" and self.trainable:
+            raise ValueError("backend 'openai' cannot receive weight updates; a trainable policy uses hf or vllm")
         if self.enable_sleep_mode and self.backend != "vllm":
             raise ValueError("enable_sleep_mode only applies to backend 'vllm'")
         return self
 
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+    def params_for(self, phase: str) -> SamplingParams:
+        return self.sampling.params(self.phase_sampling.get(phase))
+
+
+class RewardModelSpec(BaseModel):
+    """A sequence-classification reward model: its score is the seat's completion text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["reward_model"]
+    model: str = Field(description="Local folder, checkpoint or hub id of a sequence-classification model.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Scoring dtype.")
+    device: str = Field(default="cpu", description="torch device.")
+    max_batch_size: int = Field(default=16, ge=1, description="Most conversations scored in one forward pass.")
+    max_length: int = Field(default=4096, ge=16, description="Longest conversation in tokens (older tokens cut).")
+    label_index: int = Field(default=0, ge=0, description="Which logit is the reward, for multi-label heads.")
+
+
+class ScriptedSpec(BaseModel):
+    """A scripted bot of the game (``name`` or ``name:arg``) or a generic one ('random')."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["scripted"]
+    bot: str = Field(default="default", description="Bot name, e.g. 'copycat' or 'fixed_vote:2'.")
+
+
+class HumanSpec(BaseModel):
+    """A person at the terminal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["human"]
+
+
+PolicySpec = ModelPolicySpec | RewardModelSpec | ScriptedSpec | HumanSpec
+POLICY_KINDS: dict[str, type[BaseModel]] = {
+    "model": ModelPolicySpec, "reward_model": RewardModelSpec, "scripted": ScriptedSpec, "human": HumanSpec,
+}
+
+
+def shorthand_policy(name: str) -> PolicySpec | None:
+    """``human`` and ``scripted:<bot>`` may be named in ``seats`` without a table entry."""
+    if name == "human":
+        return HumanSpec(kind="human")
+    if name.startswith("scripted:"):
+        return ScriptedSpec(kind="scripted", bot=name.split(":", 1)[1] or "default")
+    return None
 
 
 class RunnerSection(BaseModel):
@@ -95,13 +191,19 @@ class RunnerSection(BaseModel):
     episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
 
 
-SEAT_POLICIES = ("trainable", "reference", "human")
+class TrainConfig(BaseModel):
+    """The training loop."""
 
+    model_config = ConfigDict(extra="forbid")
 
-def _check_seat_policy(value: str) -> str:
-    if value in SEAT_POLICIES or value.startswith("scripted:"):
-        return value
-    raise ValueError(f"must be one of {', '.join(SEAT_POLICIES)} or 'scripted:<bot>'")
+    steps: int = Field(default=100, ge=1, description="Training steps.")
+    games_per_step: int = Field(default=128, ge=1, description="Games played per step.")
+    seed: int = Field(default=0, ge=0, description="Seeds rollouts, sampling and initialisation.")
+    run_dir: str | None = Field(default=None, description="Where checkpoints, metrics and plots go (default runs/<game>).")
+    checkpoint_every: int = Field(default=5, ge=1, description="Steps between checkpoints.")
+    keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk.")
+    schedule: ScheduleConfig = Field(default_factory=JointConfig, description="Which phases train at each step (rule: joint | cycle | hysteresis | progress).")
+    plot: bool = Field(default=True, description="Draw the run's curves to PNG at the end.")
 
 
 class PlaySection(BaseModel):
@@ -120,16 +222,42 @@ class ArenaConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     game: GameSection
-    seats: dict[str, Annotated[str, AfterValidator(_check_seat_policy)]] = Field(
-        default_factory=lambda: {"*": "trainable"},
-        description="Seat-name patterns (fnmatch) -> trainable | reference | human | scripted:<bot>; first match wins.",
+    policies: dict[str, Any] = Field(
+        default_factory=lambda: {"learner": ModelPolicySpec(trainable=True)},
+        description="Policy name -> spec (kind: model | reward_model | scripted | human).",
     )
-    policy: PolicySection = Field(default_factory=PolicySection)
+    seats: dict[str, str] = Field(
+        default_factory=dict,
+        description="Seat-name patterns (fnmatch) -> policy name (or 'human', 'scripted:<bot>'); first match wins. "
+        "Default: every seat plays the trainable policy.",
+    )
     runner: RunnerSection = Field(default_factory=RunnerSection)
     learner: LearnerConfig = Field(default_factory=LearnerConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     play: PlaySection = Field(default_factory=PlaySection)
 
+    @property
+    def trainable(self) -> str | None:
+        """Name of the trainable policy, if any."""
+        names = [n for n, p in self.policies.items() if isinstance(p, ModelPolicySpec) and p.trainable]
+        return names[0] if names else None
+
+    @property
+    def run_dir(self) -> str:
+        return self.train.run_dir or f"runs/{self.game.name.replace(':', '_').replace('.', '_')}"
+
+    def policy_spec(self, name: str) -> PolicySpec:
+        spec = self.policies.get(name) or shorthand_policy(name)
+        if spec is None:
+            raise KeyError(name)
+        return spec
+
+    def seat_table(self) -> dict[str, str]:
+        """``seats``, or every seat on the trainable (else the only) policy."""
+        if self.seats:
+            return dict(self.seats)
+        default = self.trainable or next(iter(self.policies))
+        return {"*": default}
 
 def format_validation_error(err: ValidationError, prefix: str = "") -> str:
     """One line: ``field: problem (got value)`` for each error, joined by '; '."""
@@ -140,7 +268,13 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> str:
             parts.append(f"{loc}: unknown key (remove it or check the spelling)")
             continue
         msg = e["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg} (got {e['input']!r})" if "input" in e else f"{loc}: {msg}")
+        got = e.get("input")
+        if e["type"] == "unknown_rule" and isinstance(got, dict):  # name the key, not the whole section
+            loc, got = f"{loc}.rule", got.get("rule")
+        if isinstance(got, dict) or "input" not in e:  # a model-level check: its message names the fields
+            parts.append(f"{loc}: {msg}")
+        else:
+            parts.append(f"{loc}: {msg} (got {got!r})")
     return "; ".join(parts)
 
 
@@ -187,15 +321,106 @@ def parse_config(raw: Any, origin: str = "config") -> ArenaConfig:
     except ValidationError as e:
         raise ConfigError(f"{origin}: {format_validation_error(e, 'game')}") from None
     raw["game"] = GameSection(name=str(name), settings=settings)
+    _apply_training_defaults(raw, cls)
+    if "policies" in raw:
+        raw["policies"] = _parse_policies(raw["policies"], origin)
     try:
-        return ArenaConfig.model_validate(raw)
+        cfg = ArenaConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(f"{origin}: {format_validation_error(e)}") from None
+    check_against_game(cfg, origin)
+    return cfg
+
+
+def _merge(base: Any, top: Any) -> Any:
+    if isinstance(base, dict) and isinstance(top, dict):
+        return {k: _merge(base.get(k), top[k]) if k in base else top[k] for k in top} | {
+            k: v for k, v in base.items() if k not in top
+        }
+    return top
+
+
+def _apply_training_defaults(raw: dict[str, Any], cls: Any) -> None:
+    """Put the game's training section under the YAML's (the YAML wins, key by key)."""
+    defaults: dict[str, Any] = {k: dict(v) for k, v in getattr(cls, "training_defaults", {}).items()}
+    phases = tuple(getattr(cls, "phases", ()) or ())
+    learner = defaults.setdefault("learner", {})
+    if "estimators" not in learner and phases:
+        # One baseline per (phase, role) over the step's games: it works for one-seat
+        # phases too, where a group per episode would hold a single turn.
+        learner["estimators"] = {p: {"name": "grpo", "group_by": ["phase", "role"]} for p in phases}
+    for section, values in defaults.items():
+        if section in ("learner", "train") and values:
+            user = raw.get(section)
+            if user is None or isinstance(user, dict):
+                if section == "learner" and isinstance(user, dict) and "estimators" in user:
+                    values = {k: v for k, v in values.items() if k != "estimators"}  # estimators replace, not merge
+                raw[section] = _merge(values, user or {})
+
+
+def _parse_policies(table: Any, origin: str) -> dict[str, PolicySpec]:
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{origin}: policies: expected a mapping of policy names to specs, e.g. "
+                          "'policies: {learner: {model: smollm2-135m, trainable: true}}'")
+    out: dict[str, PolicySpec] = {}
+    for name, spec in table.items():
+        spec = dict(spec or {}) if isinstance(spec, dict) or spec is None else spec
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{origin}: policies.{name}: expected a mapping (got {spec!r})")
+        kind = spec.get("kind", "model")
+        if kind not in POLICY_KINDS:
+            raise ConfigError(f"{origin}: policies.{name}.kind: must be one of {', '.join(POLICY_KINDS)} (got {kind!r})")
+        try:
+            out[str(name)] = POLICY_KINDS[kind].model_validate(spec)  # type: ignore[assignment]
+        except ValidationError as e:
+            raise ConfigError(f"{origin}: {format_validation_error(e, f'policies.{name}')}") from None
+    return out
+
+
+def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Cross-checks between sections and against what the game declares (one line each)."""
+    trainable = [n for n, p in cfg.policies.items() if isinstance(p, ModelPolicySpec) and p.trainable]
+    if len(trainable) > 1:
+        raise ConfigError(f"{origin}: policies: {', '.join(trainable)} are all trainable; one policy is trained")
+    for pattern, name in cfg.seats.items():
+        if name not in cfg.policies and shorthand_policy(name) is None:
+            known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
+            raise ConfigError(f"{origin}: seats.{pattern}: unknown policy {name!r}; known: {known}")
+    env = cfg.game.make_env()
+    seat_map = cfg.seat_table()
+    for seat in env.possible_agents:
+        if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
+            raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
+    phases = tuple(getattr(env, "phases", ()) or ())
+    if not phases:
+        return
+    named: list[tuple[str, str]] = [(f"learner.estimators.{p}", p) for p in cfg.learner.estimators]
+    named += [(f"train.schedule", p) for p in sorted(schedule_phases(cfg.train.schedule))]
+    for pname, spec in cfg.policies.items():
+        if isinstance(spec, ModelPolicySpec):
+            named += [(f"policies.{pname}.phase_sampling.{p}", p) for p in spec.phase_sampling]
+    for where, phase in named:
+        if phase not in phases:
+            raise ConfigError(f"{origin}: {where}: the game has no phase {phase!r}; its phases: {', '.join(phases)}")
+
+
+def default_config_path(name: str) -> Path | None:
+    """A registered game's own YAML (``<its package>/<name>.yaml``) when ``name`` is a game, not a file."""
+    if Path(name).exists() or "/" in name or name.endswith((".yaml", ".yml")):
+        return None
+    import inspect
+
+    try:
+        cls = game_class(name)
+    except UnknownName:
+        return None
+    candidate = Path(inspect.getfile(cls)).parent / f"{name}.yaml"
+    return candidate if candidate.is_file() else None
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaConfig:
     """Read a YAML file, apply ``--set`` overrides, validate."""
-    path = Path(path)
+    path = default_config_path(str(path)) or Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -22,17 +22,35 @@ A game writes only its rules; this class wires them into PettingZoo:
   totals and the per-turn records always agree.
 * **Seeding.** Each env owns a ``numpy.random.Generator``; ``reset(seed=s)``
   replaces it, ``reset()`` continues it. Nothing touches global random state.
+* **Options.** ``reset(options=...)`` is validated by the game's
+  ``options_type`` and handed to :meth:`setup`, so a caller can fix roles, a
+  task or a source (tournaments rotate the spy this way).
+* **Repeated phases.** A phase name may recur (an agent acting 30 times); each
+  occurrence keeps its own outputs and turns (``Turn.phase_index``).
+* **Truncation.** ``config.max_turns`` ends an episode as a truncation, and so
+  does :meth:`truncate` (the runner calls it when a prompt outgrows the model's
+  context and the policy is set to end such episodes).
+* **Outcomes.** :meth:`outcome` gives each seat a score and a rank (ties share
+  the best rank); by default the score is the seat's total reward.
+* **Shared state.** A game may declare ``state_type``, a :class:`GameState`
+  that lives across episodes (a skill library, an opponent pool). One object
+  serves the whole run; envs read a frozen :meth:`GameState.snapshot` bound
+  with :meth:`bind_state`, so seeded replay stays exact.
 
 Subclasses implement :meth:`setup`, :meth:`observe_seat`, :meth:`render_messages`,
-:meth:`parse`, :meth:`close_phase` and :meth:`role`; optionally
-:meth:`group_keys`, :meth:`action_examples`, :meth:`episode_metrics`.
+:meth:`parse` and :meth:`close_phase`; optionally :meth:`role` (default: the
+``seat_roles`` set in ``setup``), :meth:`group_keys`, :meth:`action_examples`,
+:meth:`episode_metrics`, :meth:`outcome_scores`. Class attributes declare what
+the framework and configs check against: ``phases``, ``roles``,
+``headline_metrics`` and ``plot_panels``.
 """
 
 from __future__ import annotations
 
-from abc import ABCMeta, abstractmethod
-from collections.abc import Sequence
+from abc import ABC, ABCMeta, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
@@ -40,7 +58,7 @@ from pettingzoo import AECEnv
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.messages import CompletionSpace, Message, MessageSpace, random_fields
-from arena.types import ChatMessage, Episode, Turn
+from arena.types import ChatMessage, Episode, SeatOutcome, Turn
 
 ObsT = TypeVar("ObsT", bound=Message)
 CfgT = TypeVar("CfgT", bound=BaseModel)
@@ -67,6 +85,23 @@ class InvalidOutputConfig(BaseModel):
     retries: int = Field(default=1, ge=0, le=10, description="Extra attempts per seat and phase (retry mode).")
 
 
+class GameConfig(BaseModel):
+    """Base of every game's config: the settings the framework itself reads."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    invalid: InvalidOutputConfig = Field(default_factory=InvalidOutputConfig, description="Unparseable output.")
+    max_turns: int | None = Field(
+        default=None, ge=1, description="Step limit: the episode ends as a truncation after this many turns."
+    )
+
+
+class NoOptions(BaseModel):
+    """Reset options of a game that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 @dataclass(frozen=True)
 class Phase:
     """A stage of the game in which ``seats`` act once each, in order."""
@@ -76,14 +111,61 @@ class Phase:
     hidden: bool = True
 
 
+class GameState(ABC):
+    """State that lives across episodes (a skill library, an opponent pool).
+
+    One object serves every env of a run. Rollouts read :meth:`snapshot`, a frozen
+    value taken when a batch of games starts, so games of one batch see the same
+    state and a seeded game replays byte for byte. After each training step the
+    trainer calls :meth:`update` with that step's episodes; it returns metrics.
+    :meth:`save` / :meth:`load` write readable files into a checkpoint folder.
+    """
+
+    @abstractmethod
+    def snapshot(self) -> Any:
+        """An immutable view of the state for the envs (never mutated afterwards)."""
+
+    @abstractmethod
+    def update(self, episodes: Sequence[Episode], policies: Mapping[str, Any]) -> dict[str, float]:
+        """Evolve after a step; return metrics (logged under ``state/``)."""
+
+    @abstractmethod
+    def save(self, folder: Path) -> None:
+        """Write the state as readable files into ``folder`` (it exists)."""
+
+    @abstractmethod
+    def load(self, folder: Path) -> None:
+        """Restore exactly what :meth:`save` wrote."""
+
+
 class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     """Base class of text games; see the module docstring for the contract."""
 
     metadata: ClassVar[dict[str, Any]] = {"name": "llm_game_v0", "render_modes": ["ansi", "human"]}
     config_type: ClassVar[type[BaseModel]]
-    #: ``module:attribute`` of a dict of scripted bots for this game (optional).
-    scripted_bots: ClassVar[str] = ""
+    #: Scripted bots of this game: a dict name -> bot, or ``module:attribute`` naming one (optional).
+    scripted_bots: ClassVar[Any] = ""
     observation_type: ClassVar[type[Message]]
+    #: Validates ``reset(options=...)``; the parsed model reaches :meth:`setup`.
+    options_type: ClassVar[type[BaseModel]] = NoOptions
+    #: Every phase name the game can open (configs naming others are rejected).
+    phases: ClassVar[tuple[str, ...]] = ()
+    #: Every role a seat can have, where the game knows them up front.
+    roles: ClassVar[tuple[str, ...]] = ()
+    #: Episode metrics shown in the progress bar and the summary line.
+    headline_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Plot panels: (title, metric keys as logged, e.g. 'game/x' or 'reward/role').
+    plot_panels: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    #: Cross-episode state (optional).
+    state_type: ClassVar[type[GameState] | None] = None
+    #: Opt-in check of the kit: True if each episode's totals sum to 0, or the phases
+    #: whose rewards sum to 0 (in ``na`` invalid mode).
+    zero_sum: ClassVar[bool | tuple[str, ...]] = False
+    #: The game's default training section ({"learner": {...}, "train": {...}}), under
+    #: whatever the YAML sets. Without estimators there, every declared phase gets GRPO
+    #: with one group per (phase, role) over the step, so a new game trains with no
+    #: learner keys.
+    training_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, config: CfgT | None = None, render_mode: str | None = None, **overrides: Any):
         super().__init__()
@@ -103,6 +185,17 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._rng: np.random.Generator | None = None
         self._seed: int | None = None
         self.agents: list[str] = []
+        self.shared: Any = None
+        self.seat_roles: dict[str, str] = {}
+
+    # ------------------------------------------------------------ shared state
+    def make_state(self) -> GameState | None:
+        """A fresh cross-episode state for a run of this configuration, if the game has one."""
+        return None if self.state_type is None else self.state_type(self.config)  # type: ignore[call-arg]
+
+    def bind_state(self, snapshot: Any) -> None:
+        """Give the env the frozen state snapshot later episodes read (``self.shared``)."""
+        self.shared = snapshot
 
     # ------------------------------------------------------------------ rules API
     @abstractmethod
@@ -110,12 +203,12 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         """All seats this configuration can ever have (PettingZoo's possible_agents)."""
 
     @abstractmethod
-    def setup(self, rng: np.random.Generator) -> Phase:
-        """Start a new episode with ``rng``; return the first phase."""
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        """Start a new episode with ``rng`` and validated ``options``; return the first phase."""
 
-    @abstractmethod
     def role(self, seat: str) -> str:
-        """The seat's role this episode (may depend on the draw, e.g. spy)."""
+        """The seat's role this episode: ``seat_roles`` set in ``setup``, else 'player'."""
+        return self.seat_roles.get(seat, "player")
 
     @abstractmethod
     def observe_seat(self, seat: str) -> ObsT:
@@ -144,12 +237,30 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         """Well-formed completions for random play (conformance tests)."""
         return ()
 
+    def probe_prompts(self, seat: str) -> dict[str, list[ChatMessage]]:
+        """Other prompts for the completion ``seat`` is about to write (e.g. with all skills, with none).
+
+        They cost forward passes in the learner, never rollouts; objective terms name
+        them (``jsd_distill``'s ``probe``). Default: none.
+        """
+        return {}
+
     def sample_observation(self, rng: np.random.Generator) -> ObsT:
         """A valid random observation; override when fields have constraints."""
         return self.observation_type.model_validate(random_fields(self.observation_type, rng))  # type: ignore[return-value]
 
     def episode_metrics(self) -> dict[str, float]:
         return {}
+
+    def outcome_scores(self) -> dict[str, float]:
+        """Each seat's score for :meth:`outcome`; default: its total reward."""
+        return {s: sum(t.reward for t in self.turns if t.seat == s) for s in self.possible_agents}
+
+    def outcome(self) -> dict[str, SeatOutcome]:
+        """Score and rank per seat (rank 1 is best; equal scores share the best rank)."""
+        scores = self.outcome_scores()
+        ordered = sorted(scores.values(), reverse=True)
+        return {s: SeatOutcome(score=v, rank=ordered.index(v) + 1) for s, v in scores.items()}
 
     def episode_info(self) -> dict[str, str | int | float | bool | None]:
         return {}
@@ -166,11 +277,13 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         return self._action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        parsed = self.options_type.model_validate(options or {})
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         elif self._rng is None:
             self._rng = np.random.default_rng()
         self._seed = seed
+        self._options = parsed.model_dump(mode="json", exclude_defaults=True)
         self.episode_id = f"{self.metadata['name']}-{int(self._rng.integers(2**62)):016x}"
         self.agents = list(self.possible_agents)
         self.rewards = {a: 0.0 for a in self.agents}
@@ -179,14 +292,16 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self.truncations = {a: False for a in self.agents}
         self.infos: dict[str, dict[str, Any]] = {a: {"invalid": 0, "retries": 0} for a in self.agents}
         self.turns: list[Turn] = []
-        self._final_turn: dict[tuple[str, str], int] = {}
+        self._final_turn: dict[tuple[str, str, int], int] = {}
         self._open_outputs: dict[str, str] = {}
-        self._closed_outputs: dict[str, dict[str, str]] = {}
+        self._closed_outputs: dict[tuple[str, int], dict[str, str]] = {}
+        self._occurrences: dict[str, int] = {}
         self._actions: dict[str, Any] = {}
         self._attempts: dict[str, list[Turn]] = {}
-        self._phase = self.setup(self._rng)
-        self._queue = list(self._phase.seats)
-        self.agent_selection = self._queue[0]
+        self._prompts: dict[str, list[ChatMessage]] = {}
+        self._truncation: str | None = None
+        self.seat_roles = {}
+        self._enter(self.setup(self._rng, parsed))
 
     def observe(self, agent: str) -> ObsT:
         return self.observe_seat(agent)
@@ -200,6 +315,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._clear_rewards()
         text = action if isinstance(action, str) else "" if action is None else str(action)
         turn = self._record(seat, text)
+        self._prompts.clear()
         parsed = self.parse(seat, text)
         if isinstance(parsed, Invalid):
             self._on_invalid(seat, turn, parsed)
@@ -215,6 +331,9 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
             self._advance_phase()
         else:
             self.agent_selection = self._queue[0]
+        limit = getattr(self.config, "max_turns", None)
+        if limit is not None and not self.done and len(self.turns) >= limit:
+            self.truncate(f"step limit of {limit} turns")
         self._accumulate_rewards()
 
     def render(self) -> str | None:
@@ -231,25 +350,63 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     # --------------------------------------------------------- for game subclasses
     @property
     def rng(self) -> np.random.Generator:
-        assert self._rng is not None, "reset() first"
+        if self._rng is None:
+            raise RuntimeError("reset() the game before using its random generator")
         return self._rng
 
     @property
     def phase(self) -> Phase:
         return self._phase
 
-    def outputs(self, phase: str) -> dict[str, str]:
-        """Raw completions of a CLOSED phase by seat; refuses for the open hidden phase."""
-        if phase == self._phase.name and self._phase.hidden and phase not in self._closed_outputs:
-            raise PermissionError(f"phase {phase!r} is still open: its outputs are hidden")
-        if phase == self._phase.name and not self._phase.hidden:
-            return dict(self._open_outputs)
-        return dict(self._closed_outputs.get(phase, {}))
+    @property
+    def phase_index(self) -> int:
+        """Occurrence number of the open phase (0 the first time its name opens)."""
+        return self._occurrences[self._phase.name] - 1
 
-    def credit(self, seat: str, phase: str, amount: float) -> None:
-        """Book ``amount`` on ``seat``'s final turn of ``phase`` and in PettingZoo's rewards."""
-        self.turns[self._final_turn[(seat, phase)]].reward += float(amount)
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options this episode was reset with (non-default fields, as JSON)."""
+        return dict(self._options)
+
+    def outputs(self, phase: str, occurrence: int | None = None) -> dict[str, str]:
+        """Raw completions of a CLOSED phase occurrence (default: the latest) by seat.
+
+        Refuses for the open occurrence of a hidden phase; the open occurrence of a
+        public phase returns what has been written so far.
+        """
+        latest = self._occurrences.get(phase, 0) - 1
+        index = latest if occurrence is None else occurrence
+        if (phase, index) in self._closed_outputs:  # closed (also while close_phase runs)
+            return dict(self._closed_outputs[(phase, index)])
+        is_open = not self.done and phase == self._phase.name and index == self.phase_index
+        if is_open and self._phase.hidden:
+            raise PermissionError(f"phase {phase!r} is still open: its outputs are hidden")
+        if is_open:
+            return dict(self._open_outputs)
+        return dict(self._closed_outputs.get((phase, index), {}))
+
+    def credit(self, seat: str, phase: str, amount: float, occurrence: int | None = None) -> None:
+        """Book ``amount`` on ``seat``'s final turn of ``phase`` (default: its latest occurrence)."""
+        index = self._occurrences.get(phase, 0) - 1 if occurrence is None else occurrence
+        key = (seat, phase, index)
+        if key not in self._final_turn:
+            raise KeyError(f"credit: {seat} has no turn in phase {phase!r} (occurrence {index})")
+        self.turns[self._final_turn[key]].reward += float(amount)
         self.rewards[seat] += float(amount)
+
+    def credit_phase(self, phase: str, amounts: Mapping[str, float]) -> None:
+        """Credit a whole phase at once: ``amounts`` maps seats to rewards."""
+        for seat, amount in amounts.items():
+            self.credit(seat, phase, amount)
+
+    def truncate(self, reason: str) -> None:
+        """End the episode now as a truncation (no further turns; rewards so far stand)."""
+        if self.done:
+            return
+        self._truncation = reason
+        self.truncations = {a: True for a in self.agents}
+        self._queue = []
+        self.agent_selection = self.agents[0]
 
     def pending_seats(self) -> list[str]:
         """Seats whose next completion can be generated now, in the order they will step.
@@ -257,12 +414,21 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         In a hidden phase every seat that has not acted yet can be generated at
         once (nobody sees the others); otherwise only the seat to move.
         """
-        if not self.agents or self.terminations[self.agent_selection]:
+        if self.done:
             return []
         return list(self._queue) if self._phase.hidden else [self._queue[0]]
 
     def prompt(self, seat: str) -> list[ChatMessage]:
-        """The chat prompt for ``seat``'s next completion, retry feedback included."""
+        """The chat prompt for ``seat``'s next completion, retry feedback included.
+
+        Rendered once per game state: the runner's request and the recorded turn
+        share it (the cache is cleared by every step).
+        """
+        if seat not in self._prompts:
+            self._prompts[seat] = self._render_prompt(seat)
+        return list(self._prompts[seat])
+
+    def _render_prompt(self, seat: str) -> list[ChatMessage]:
         messages = list(self.render_messages(self.observe_seat(seat)))
         for failed in self._attempts.get(seat, []):
             messages.append({"role": "assistant", "content": failed.completion})
@@ -285,7 +451,10 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
             rewards={s: sum(t.reward for t in self.turns if t.seat == s) for s in self.possible_agents},
             roles={s: self.role(s) for s in self.possible_agents},
             metrics=self.episode_metrics(),
-            info=self.episode_info(),
+            info=self.episode_info() | ({"truncation": self._truncation} if self._truncation else {}),
+            outcome=self.outcome() if self.done and self._truncation is None else {},
+            truncated=self._truncation is not None,
+            options=self.options,
         )
 
     def annotate_last_turn(self, **fields: Any) -> Turn:
@@ -297,7 +466,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
 
     @property
     def done(self) -> bool:
-        return not self.agents or all(self.terminations.values())
+        return not self.agents or all(t or u for t, u in zip(self.terminations.values(), self.truncations.values()))
 
     # ------------------------------------------------------------------ internals
     def _record(self, seat: str, text: str) -> Turn:
@@ -306,12 +475,14 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
             seat=seat,
             role=self.role(seat),
             phase=self._phase.name,
+            phase_index=self.phase_index,
             messages=self.prompt(seat),
             completion=text,
             group=self.group_keys(seat, self._phase.name),
+            probes=self.probe_prompts(seat),
         )
         self.turns.append(turn)
-        self._final_turn[(seat, self._phase.name)] = turn.index
+        self._final_turn[(seat, self._phase.name, self.phase_index)] = turn.index
         return turn
 
     def _on_invalid(self, seat: str, turn: Turn, invalid: Invalid) -> None:
@@ -329,9 +500,17 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         if policy.mode in ("penalty", "retry"):
             self.credit(seat, self._phase.name, policy.penalty)
 
+    def _enter(self, phase: Phase) -> None:
+        if not phase.seats:
+            raise ValueError(f"phase {phase.name!r} has no seats")
+        self._phase = phase
+        self._occurrences[phase.name] = self._occurrences.get(phase.name, 0) + 1
+        self._queue = list(phase.seats)
+        self.agent_selection = self._queue[0]
+
     def _advance_phase(self) -> None:
         closing = self._phase
-        self._closed_outputs[closing.name] = dict(self._open_outputs)
+        self._closed_outputs[(closing.name, self.phase_index)] = dict(self._open_outputs)
         actions, self._actions = self._actions, {}
         self._open_outputs, self._attempts = {}, {}
         nxt = self.close_phase(closing, actions)
@@ -340,6 +519,4 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
             self._queue = []
             self.agent_selection = self.agents[0]
             return
-        self._phase = nxt
-        self._queue = list(nxt.seats)
-        self.agent_selection = self._queue[0]
+        self._enter(nxt)

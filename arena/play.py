@@ -1,9 +1,9 @@
 """``python -m arena.play CONFIG``: play games and print readable transcripts.
 
-    python -m arena.play games/spy.yaml                      # the built-in model plays every seat
-    python -m arena.play games/spy.yaml --human player_0     # you take seat player_0
-    python -m arena.play games/spy.yaml --policy scripted --seed 1
-    python -m arena.play games/spy.yaml --policy scripted --bot fixed_vote:2 --episodes 3
+    python -m arena.play games/spy/spy.yaml                      # the built-in model plays every seat
+    python -m arena.play games/spy/spy.yaml --human player_0     # you take seat player_0
+    python -m arena.play games/spy/spy.yaml --policy scripted --seed 1
+    python -m arena.play games/spy/spy.yaml --policy scripted --bot fixed_vote:2 --episodes 3
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from arena.types import write_jsonl
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m arena.play", description=__doc__.split("\n")[0])
-    p.add_argument("config", help="YAML config, e.g. games/spy.yaml")
+    p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name (spy)")
     p.add_argument(
         "--policy", choices=["model", "scripted"], default="model",
         help="model: the config's seat map (default: the model plays every seat); scripted: bots everywhere",
@@ -41,16 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.policy == "scripted":
         seats["*"] = f"scripted:{args.bot or cfg.play.bot}"
     else:
-        seats.update(cfg.seats)
+        seats.update(cfg.seat_table())
     cfg = cfg.model_copy(update={"seats": seats})
-    from arena.runner import Runner
-    from policies.factory import build_policies
+    from arena.build import build_policies, build_runner
 
-    policies, seat_map, sampling = build_policies(cfg)
+    policies = build_policies(cfg, names=dict.fromkeys(seats.values()))
     seed = cfg.play.seed if args.seed is None else args.seed
     episodes = cfg.play.episodes if args.episodes is None else args.episodes
-    runner = Runner(
-        cfg.game.make_env, policies, seat_map, sampling,
+    runner = build_runner(
+        cfg, policies, state=cfg.game.make_env().make_state(),
         num_envs=1 if args.human else min(episodes, cfg.runner.num_envs),
         progress=cfg.runner.progress and not args.human,
     )

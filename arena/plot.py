@@ -1,7 +1,8 @@
 """``python -m arena.plot RUN_DIR``: draw a run's curves to ``RUN_DIR/curves.png``.
 
-Panels: reward per role, detection accuracy / N/A rate / parseable votes, KL to
-the reference, and the generator/learner logprob gap.
+Panels: the game's own (``LLMGame.plot_panels``, e.g. SpyRL's reward per role
+and detection), then KL to the reference and the generator/learner logprob gap.
+The game is read from the run's ``config.json``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,27 @@ import argparse
 import json
 from pathlib import Path
 
-PANELS: list[tuple[str, tuple[str, ...]]] = [
-    ("reward per role", ("reward/spy", "reward/civilian", "reward/detector")),
-    ("detection", ("game/detection_accuracy", "game/na_rate", "game/parseable_vote_rate", "game/spy_caught")),
+FRAMEWORK_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("KL to reference", ("kl",)),
     ("logprob gap (generator vs learner)", ("logprob_gap",)),
-]
+)
+
+
+def panels_for(run_dir: Path, rows: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
+    """The run's game panels (from config.json), else one of its rewards per role, then the framework's."""
+    game_panels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    config = run_dir / "config.json"
+    if config.is_file():
+        from arena.registry import UnknownName, game_class
+
+        try:
+            game_panels = game_class(json.loads(config.read_text())["game"]["name"]).plot_panels
+        except (UnknownName, KeyError, ValueError):
+            game_panels = ()
+    if not game_panels:
+        rewards = tuple(sorted({k for r in rows for k in r if k.startswith("reward/")}))
+        game_panels = (("reward per role", rewards),)
+    return [*game_panels, *FRAMEWORK_PANELS]
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -32,8 +48,13 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     rows = read_metrics(run_dir)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
-    for ax, (title, keys) in zip(axes.flat, PANELS, strict=True):
+    panels = panels_for(run_dir, rows)
+    ncols = 2
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(11, 3.5 * nrows), constrained_layout=True, squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (title, keys) in zip(axes.flat, panels):
         for key in keys:
             points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
             if points:

@@ -6,9 +6,17 @@ requests by the policy that owns the seat, makes ONE ``generate`` call per
 policy, and steps the envs in AEC order. Finished games become
 :class:`~arena.types.Episode` records and their env slot starts the next seed.
 
-Per-request seeds are a hash of (episode, phase, seat, attempt), so a seeded
-game yields the same episode whether it is played here in a batch of many or
-one turn at a time (:func:`play_one_at_a_time`).
+Per-request seeds are a hash of (episode, phase occurrence, seat, attempt), so
+a seeded game yields the same episode whether it is played here in a batch of
+many or one turn at a time (:func:`play_one_at_a_time`).
+
+``play`` takes :class:`EpisodeSpec` s: a seed, reset options (a fixed spy, a
+chosen task) and, optionally, the seat -> policy map of that one game, so a
+tournament can seat different checkpoints at different tables in one batch.
+Sampling settings come per policy and per phase. A completion whose prompt did
+not fit the policy's context (``finish_reason == "overflow"``) ends its game as
+a truncation; it never fails the batch. A game with cross-episode state reads
+the snapshot bound at the start of ``play``.
 """
 
 from __future__ import annotations
@@ -18,10 +26,14 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from arena.game import LLMGame
+from arena.game import GameState, LLMGame
 from arena.types import Episode
 from policies.base import Completion, Policy, Request, SamplingParams
+
+#: (policy name, phase) -> sampling settings.
+SamplingFn = Callable[[str, str], SamplingParams]
 
 
 @dataclass
@@ -37,29 +49,55 @@ class SeatMap:
         raise KeyError(f"no policy for seat {seat!r}; add a pattern to seats (e.g. '*': trainable)")
 
 
-def request_seed(episode_id: str, phase: str, seat: str, attempt: int) -> int:
-    digest = hashlib.blake2b(f"{episode_id}/{phase}/{seat}/{attempt}".encode(), digest_size=8).digest()
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One game to play: its seed, reset options and (optionally) its own seat map."""
+
+    seed: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    seats: SeatMap | None = None
+
+
+def as_spec(item: EpisodeSpec | int | None) -> EpisodeSpec:
+    return item if isinstance(item, EpisodeSpec) else EpisodeSpec(seed=item)
+
+
+def fixed_sampling(table: Mapping[str, SamplingParams] | None = None) -> SamplingFn:
+    """Sampling per policy name, the same in every phase (defaults where a name is missing)."""
+    table = dict(table or {})
+    return lambda policy, phase: table.get(policy, SamplingParams())
+
+
+def request_seed(episode_id: str, phase: str, seat: str, attempt: int, occurrence: int = 0) -> int:
+    # Occurrence 0 hashes as before, so single-occurrence games keep their seeds.
+    where = phase if occurrence == 0 else f"{phase}#{occurrence}"
+    digest = hashlib.blake2b(f"{episode_id}/{where}/{seat}/{attempt}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
 def build_request(env: LLMGame, seat: str, params: SamplingParams) -> Request:
-    attempt = sum(1 for t in env.turns if t.seat == seat and t.phase == env.phase.name)
+    phase, occurrence = env.phase.name, env.phase_index
+    attempt = sum(1 for t in env.turns if t.seat == seat and t.phase == phase and t.phase_index == occurrence)
     return Request(
         messages=env.prompt(seat),
         params=params,
-        seed=request_seed(env.episode_id, env.phase.name, seat, attempt),
+        seed=request_seed(env.episode_id, phase, seat, attempt, occurrence),
         seat=seat,
         observation=env.observe(seat),
     )
 
 
 def apply_completion(env: LLMGame, completion: Completion, policy_name: str) -> None:
+    if completion.finish_reason == "overflow":
+        env.truncate(f"{env.agent_selection}'s prompt is over {policy_name}'s context length")
+        return
     env.step(completion.text)
     env.annotate_last_turn(
         policy=policy_name,
         prompt_ids=completion.prompt_ids,
         completion_ids=completion.completion_ids,
         logprobs=completion.logprobs,
+        finish_reason=completion.finish_reason,
     )
 
 
@@ -78,82 +116,101 @@ class Runner:
         make_env: Callable[[], LLMGame],
         policies: Mapping[str, Policy],
         seats: SeatMap | None = None,
-        sampling: Mapping[str, SamplingParams] | None = None,
+        sampling: SamplingFn | Mapping[str, SamplingParams] | None = None,
         num_envs: int = 8,
         progress: bool = False,
+        state: GameState | None = None,
     ):
         self.envs = [make_env() for _ in range(num_envs)]
         self.policies = dict(policies)
         self.seats = seats or SeatMap({"*": next(iter(self.policies))})
-        self.sampling = dict(sampling or {})
+        self.sampling: SamplingFn = sampling if callable(sampling) else fixed_sampling(sampling)
         self.progress = progress
+        self.state = state
         self.generate_calls = 0
+        self._check_seats(self.seats)
+
+    def _check_seats(self, seats: SeatMap) -> None:
         for seat in self.envs[0].possible_agents:
-            name = self.seats.policy_for(seat)
+            name = seats.policy_for(seat)
             if name not in self.policies:
                 raise KeyError(f"seat {seat!r} maps to policy {name!r}; known policies: {sorted(self.policies)}")
 
-    def play(self, seeds: Sequence[int]) -> list[Episode]:
-        """Play one game per seed; episodes come back in seed order."""
-        todo = list(enumerate(seeds))[::-1]
-        slots: dict[int, int] = {}  # env slot -> position in seeds
+    def play(self, specs: Sequence[EpisodeSpec | int]) -> list[Episode]:
+        """Play one game per spec (or plain seed); episodes come back in the same order."""
+        specs = [as_spec(s) for s in specs]
+        for spec in specs:
+            if spec.seats is not None:
+                self._check_seats(spec.seats)
+        snapshot = self.state.snapshot() if self.state is not None else None
+        todo = list(enumerate(specs))[::-1]
+        slots: dict[int, tuple[int, SeatMap]] = {}  # env slot -> (position in specs, seat map)
         results: dict[int, Episode] = {}
-        bar = _progress(len(seeds)) if self.progress else None
+        bar = _progress(len(specs)) if self.progress else None
 
         def refill(slot: int) -> None:
             if todo:
-                pos, seed = todo.pop()
-                self.envs[slot].reset(seed=seed)
-                slots[slot] = pos
+                pos, spec = todo.pop()
+                env = self.envs[slot]
+                if self.state is not None:
+                    env.bind_state(snapshot)
+                env.reset(seed=spec.seed, options=dict(spec.options))
+                slots[slot] = (pos, spec.seats or self.seats)
 
-        for slot in range(min(len(self.envs), len(seeds))):
+        for slot in range(min(len(self.envs), len(specs))):
             refill(slot)
         while slots:
-            self._tick([self.envs[s] for s in slots])
+            self._tick({s: slots[s][1] for s in slots})
             for slot in [s for s in slots if self.envs[s].done]:
-                results[slots.pop(slot)] = finish(self.envs[slot])
+                results[slots.pop(slot)[0]] = finish(self.envs[slot])
                 if bar is not None:
                     bar.update(1)
                 refill(slot)
         if bar is not None:
             bar.close()
-        return [results[i] for i in range(len(seeds))]
+        return [results[i] for i in range(len(specs))]
 
-    def _tick(self, envs: list[LLMGame]) -> None:
+    def _tick(self, live: Mapping[int, SeatMap]) -> None:
         batches: dict[str, list[tuple[int, str, Request]]] = defaultdict(list)
-        for i, env in enumerate(envs):
+        for slot, seats in live.items():
+            env = self.envs[slot]
             for seat in env.pending_seats():
-                name = self.seats.policy_for(seat)
-                batches[name].append((i, seat, build_request(env, seat, self.sampling.get(name, SamplingParams()))))
-        ready: list[dict[str, Completion]] = [{} for _ in envs]
+                name = seats.policy_for(seat)
+                batches[name].append((slot, seat, build_request(env, seat, self.sampling(name, env.phase.name))))
+        ready: dict[int, dict[str, Completion]] = {slot: {} for slot in live}
         for name, items in batches.items():
             completions = self.policies[name].generate([req for _, _, req in items])
             self.generate_calls += 1
-            for (i, seat, _), comp in zip(items, completions, strict=True):
-                ready[i][seat] = comp
-        for env, comps in zip(envs, ready, strict=True):
+            for (slot, seat, _), comp in zip(items, completions, strict=True):
+                ready[slot][seat] = comp
+        for slot, comps in ready.items():
+            env = self.envs[slot]
             # Step in AEC order; a seat asked to retry stays selected and is
             # regenerated next tick.
             while not env.done and env.agent_selection in comps:
                 seat = env.agent_selection
-                apply_completion(env, comps.pop(seat), self.seats.policy_for(seat))
+                apply_completion(env, comps.pop(seat), live[slot].policy_for(seat))
 
 
 def play_one_at_a_time(
     env: LLMGame,
     policies: Mapping[str, Policy],
-    seed: int,
+    seed: int | EpisodeSpec,
     seats: SeatMap | None = None,
-    sampling: Mapping[str, SamplingParams] | None = None,
+    sampling: SamplingFn | Mapping[str, SamplingParams] | None = None,
+    state: Any = None,
 ) -> Episode:
-    """Reference loop: one env, one turn per generate call."""
-    seats = seats or SeatMap({"*": next(iter(policies))})
-    sampling = sampling or {}
-    env.reset(seed=seed)
+    """Reference loop: one env, one turn per generate call (``state``: a snapshot to bind)."""
+    spec = as_spec(seed)
+    seats = spec.seats or seats or SeatMap({"*": next(iter(policies))})
+    params: SamplingFn = sampling if callable(sampling) else fixed_sampling(sampling)
+    if state is not None:
+        env.bind_state(state)
+    env.reset(seed=spec.seed, options=dict(spec.options))
     while not env.done:
         seat = env.agent_selection
         name = seats.policy_for(seat)
-        (completion,) = policies[name].generate([build_request(env, seat, sampling.get(name, SamplingParams()))])
+        (completion,) = policies[name].generate([build_request(env, seat, params(name, env.phase.name))])
         apply_completion(env, completion, name)
     return finish(env)
 

@@ -1,8 +1,9 @@
 """``python -m arena.train CONFIG``: self-play training from one YAML file.
 
-    python -m arena.train games/spy.yaml
-    python -m arena.train games/spy.yaml --set learner.lr=3e-6 --max-steps 5
-    python -m arena.train games/spy.yaml --resume runs/spy      # newest checkpoint of a run
+    python -m arena.train games/spy/spy.yaml
+    python -m arena.train spy                                         # a game's own YAML, by name
+    python -m arena.train games/spy/spy.yaml --set learner.lr=3e-6 --max-steps 5
+    python -m arena.train games/spy/spy.yaml --resume runs/spy       # newest checkpoint of a run
 
 The whole config (``--set`` overrides included) is validated before any model
 loads; a mistake exits with code 2 and one line naming the field.
@@ -19,7 +20,7 @@ from arena.config import ConfigError, load_config
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m arena.train", description=__doc__.split("\n")[0])
-    p.add_argument("config", help="YAML config, e.g. games/spy.yaml")
+    p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name (spy)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this step (default: train.steps)")
     p.add_argument("--resume", type=Path, default=None, help="run folder or checkpoint folder to continue from")
@@ -33,11 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps: must be >= 1 (got {args.max_steps})")
     run_dir = args.run_dir or (args.resume if args.resume and (args.resume / "metrics.jsonl").exists() else None)
-    run_dir = Path(run_dir or cfg.train.run_dir)
+    run_dir = Path(run_dir or cfg.run_dir)
     if args.resume is not None and not args.resume.exists():
         raise ConfigError(f"--resume: {args.resume} does not exist")
-    from arena.trainer import Trainer
+    from arena.trainer import Trainer, seed_everything
 
+    seed_everything(cfg.train.seed)
     trainer = Trainer(cfg, run_dir, resume=args.resume)
     rows = trainer.run(args.max_steps)
     if cfg.train.plot:
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plot: {png}")
     if rows:
         last = rows[-1]
-        shown = {k: last[k] for k in ("step", "game/parseable_vote_rate", "game/detection_accuracy", "kl", "logprob_gap") if k in last}
+        keys = ("step", *(f"game/{k}" for k in cfg.game.cls.headline_metrics), "kl", "logprob_gap")
+        shown = {k: last[k] for k in keys if k in last}
         print("last step:", ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     print(f"run folder: {run_dir} (metrics.jsonl, tensorboard/, checkpoints/)")
     return 0

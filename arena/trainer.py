@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -20,15 +21,23 @@ import numpy as np
 import torch
 
 from arena.checkpoint import find_checkpoint, load_state, save_checkpoint, set_rng_state
-from arena.config import ArenaConfig, ConfigError
-from arena.runner import Runner
+from arena.config import ArenaConfig, ConfigError, ModelPolicySpec
+from arena.runner import EpisodeSpec
 from arena.types import Episode, write_jsonl
-from learners.advantages import RoleBaselines
-from learners.samples import TRAINABLE, build_samples
-from learners.schedule import PhaseSchedule
+from learners.estimators import EstimatorStates
+from learners.progress import Progress
+from learners.samples import build_samples
+from learners.schedule import make_schedule
 from learners.update import Learner
 
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s")
+
+
+def seed_everything(seed: int) -> None:
+    """Global seeding, for CLI entry points only (library code owns its generators)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -40,50 +49,57 @@ def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
         for seat, total in ep.rewards.items():
             sums[f"reward/{ep.roles[seat]}"].append(total)
         sums["game/invalid_turn_rate"].append(sum(not t.valid for t in ep.turns) / max(1, len(ep.turns)))
+        sums["game/truncated_rate"].append(float(ep.truncated))
     return {k: float(np.mean(v)) for k, v in sums.items()}
 
 
 class Trainer:
+    """Rollouts with the policy table, advantages and an update of the trainable policy, per step."""
+
     def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None):
-        if TRAINABLE not in cfg.seats.values():
-            raise ConfigError("seats: no seat plays the trainable policy; map at least one pattern to 'trainable'")
-        if cfg.policy.backend == "openai":
-            raise ConfigError("policy.backend: 'openai' cannot receive weight updates; train with hf or vllm")
+        if cfg.trainable is None:
+            raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
+        if cfg.trainable not in cfg.seat_table().values():
+            raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
         self.cfg = cfg
         self.run_dir = run_dir
         self.step = 0
-        seed = cfg.train.seed
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
+        self.game_cls = cfg.game.cls
 
-        from policies.factory import build_policies
-        from policies.models import load_causal_lm
+        from arena.build import ModelStore, build_policies, build_runner, reference_model
 
-        policies, seat_map, sampling = build_policies(cfg)
-        self.generator = policies[TRAINABLE]
-        if cfg.policy.dtype == "float32" and cfg.policy.backend == "hf":
+        store = ModelStore()
+        self.policies = build_policies(cfg, store=store)
+        self.generator = self.policies[cfg.trainable]
+        spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
+        if spec.dtype == "float32" and spec.backend == "hf" and spec.device == cfg.learner.device:
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
-            model, self.tokenizer = load_causal_lm(cfg.policy.model, dtype="float32", device=cfg.learner.device)
-        ref = None
-        if cfg.learner.beta > 0:
-            ref, _ = load_causal_lm(cfg.policy.model, dtype="float32", device=cfg.learner.device)
-            ref.requires_grad_(False)
-        self.learner = Learner(model, cfg.learner, self.tokenizer.pad_token_id, cfg.policy.temperature, ref)
-        self.baselines = RoleBaselines(alpha=cfg.learner.rae.alpha, order=cfg.learner.rae.order)
-        self.schedule = PhaseSchedule(cfg.train.schedule)
-        self.runner = Runner(cfg.game.make_env, policies, seat_map, sampling, num_envs=cfg.runner.num_envs)
+            from policies.models import load_causal_lm
+
+            model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
+        ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
+        self.learner = Learner(model, cfg.learner, self.tokenizer.pad_token_id, spec.sampling.temperature, ref)
+        self.estimator_states = EstimatorStates(cfg.learner.estimators)
+        self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
+        env = cfg.game.make_env()
+        self.state = env.make_state()
+        self.runner = build_runner(cfg, self.policies, state=self.state)
+        self._report_untrained_phases(env)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
         if resume is not None:
             self._restore(find_checkpoint(resume))
         elif self.metrics_path.exists():
             self.metrics_path.unlink()
-        game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
-        resolved = cfg.model_dump(mode="json", exclude={"game"}) | {"game": game}
-        (run_dir / "config.json").write_text(json.dumps(resolved, indent=2))  # the run's full, resolved config
+        (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
         self._tb = None
+
+    def _report_untrained_phases(self, env: Any) -> None:
+        missing = [p for p in getattr(env, "phases", ()) if p not in self.cfg.learner.estimators]
+        if missing:
+            print(f"note: no estimator for phase(s) {', '.join(missing)}: their turns are not trained "
+                  "(add them under learner.estimators)", file=sys.stderr)
 
     # -------------------------------------------------------------- the loop
     def run(self, max_steps: int | None = None) -> list[dict[str, float]]:
@@ -94,12 +110,13 @@ class Trainer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=last, initial=self.step, desc="train", unit="step")
+        shown = [f"game/{k}" for k in self.game_cls.headline_metrics] + ["kl"]
         while self.step < last:
             row = self.train_step()
             rows.append(row)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix({k.split("/")[-1]: f"{row[k]:.3f}" for k in ("game/detection_accuracy", "game/parseable_vote_rate", "kl") if k in row})
+                bar.set_postfix({k.split("/")[-1]: f"{row[k]:.3f}" for k in shown if isinstance(row.get(k), float)})
             if self.step % self.cfg.train.checkpoint_every == 0 or self.step == last:
                 self.save()
         if bar is not None:
@@ -108,35 +125,53 @@ class Trainer:
             self._tb.close()
         return rows
 
+    def specs(self, step: int) -> list[EpisodeSpec]:
+        """The games of ``step``: seeds ``seed * 1_000_003 + step * n + i``, disjoint across steps."""
+        n = self.cfg.train.games_per_step
+        return [EpisodeSpec(seed=self.cfg.train.seed * 1_000_003 + step * n + i) for i in range(n)]
+
     def train_step(self) -> dict[str, float]:
         cfg = self.cfg
         step = self.step + 1
-        phases = self.schedule.phases()
-        n = cfg.train.games_per_step
-        seeds = [cfg.train.seed * 1_000_003 + step * n + i for i in range(n)]
+        progress = Progress(step=step, total=cfg.train.steps)
+        phases = self.schedule.phases(progress)
         tokens_before = getattr(self.generator, "tokens_generated", 0)
         t0 = time.perf_counter()
-        episodes = self.runner.play(seeds)
+        episodes = self.runner.play(self.specs(step))
+        self._tokenize_probes(episodes)
         t1 = time.perf_counter()
-        samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.baselines)
-        learn_stats = self.learner.step(samples)
+        samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
+        learn_stats = self.learner.step(samples, progress)
+        if not samples:
+            print(f"step {step}: trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning "
+                  "signal; check seats, learner.estimators and drop_zero_variance)", file=sys.stderr)
         self.sync_weights()
         t2 = time.perf_counter()
         summary = episode_summary(episodes)
         self.schedule.update({k.removeprefix("game/"): v for k, v in summary.items() if k.startswith("game/")})
+        state_stats = self.state.update(episodes, self.policies) if self.state is not None else {}
         self.step = step
         tokens = getattr(self.generator, "tokens_generated", 0) - tokens_before
         row: dict[str, Any] = {"step": step, "stage": "+".join(phases)}
         row.update(summary)
         row.update(sample_stats)
         row.update(learn_stats)
-        row.update({f"rae/{k}": v for k, v in self.baselines.values.items()})
+        row.update(self.estimator_states.metrics())
+        row.update({f"state/{k}": v for k, v in state_stats.items()})
         row.update({
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0,
             "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(t1 - t0, 1e-9),
         })
         self._log(row, episodes)
         return row
+    def _tokenize_probes(self, episodes: Sequence[Episode]) -> None:
+        """Token ids of the probe prompts games attached to trainable turns (for objective terms)."""
+        from policies.base import chat_prompt_ids
+
+        for ep in episodes:
+            for turn in ep.turns:
+                if turn.probes and turn.policy == self.cfg.trainable:
+                    turn.probe_ids = {k: chat_prompt_ids(self.tokenizer, m) for k, m in turn.probes.items()}
 
     def sync_weights(self) -> None:
         """Push the learner's weights into the generator (no-op when they share the model)."""
@@ -173,13 +208,11 @@ class Trainer:
 
     # -------------------------------------------------------------- checkpoints
     def save(self) -> Path:
-        state = {
-            "baselines": self.baselines.state_dict(),
-            "schedule": self.schedule.state_dict(),
-        }
+        state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
         return save_checkpoint(
             self.run_dir, self.step, self.learner.module, self.tokenizer, self.learner.state_dict(), state,
             keep=self.cfg.train.keep_checkpoints,
+            extra={"game_state": self.state.save} if self.state is not None else None,
         )
 
     def _restore(self, checkpoint: Path) -> None:
@@ -190,11 +223,19 @@ class Trainer:
         with torch.no_grad():
             self.learner.module.load_state_dict(saved.state_dict())
         self.learner.load_state_dict(optimizer)
-        self.baselines.load_state_dict(state["baselines"])
+        self.estimator_states.load_state_dict(state["estimators"])
         self.schedule.load_state_dict(state["schedule"])
+        if self.state is not None:
+            self.state.load(checkpoint / "game_state")
         set_rng_state(rng)
         self.step = int(state["step"])
         self.sync_weights()
         if self.metrics_path.exists():  # drop rows written after the checkpoint
             kept = [line for line in self.metrics_path.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
+
+
+def resolved_config(cfg: ArenaConfig) -> dict[str, Any]:
+    """The run's full config as JSON (game settings inlined), written to config.json."""
+    game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
+    return cfg.model_dump(mode="json", exclude={"game"}) | {"game": game}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
+
 from typing_extensions import TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +33,9 @@ class Turn(BaseModel):
     seat: str = Field(description="PettingZoo agent name, e.g. 'player_3'.")
     role: str = Field(description="What the seat does this episode, e.g. 'spy', 'civilian'.")
     phase: str = Field(description="Game phase the turn belongs to, e.g. 'perform', 'vote'.")
+    phase_index: int = Field(
+        default=0, description="Occurrence of the phase in the episode (0 for the first; repeated phases count up)."
+    )
     messages: list[ChatMessage] = Field(description="The prompt the seat saw, as chat messages.")
     completion: str = Field(description="The raw text the seat produced (the AEC action).")
     action: str | None = Field(
@@ -46,12 +51,30 @@ class Turn(BaseModel):
         default_factory=dict, description="Keys advantage estimators group by (game, source, role, ...)."
     )
     policy: str = Field(default="", description="Name of the policy that generated the turn.")
+    finish_reason: str | None = Field(
+        default=None, description="Why generation stopped: 'stop', 'length', 'overflow' (prompt over the context)."
+    )
+    probes: dict[str, list[ChatMessage]] = Field(
+        default_factory=dict,
+        description="Named other prompts for the same completion (AUSO's teacher / no-skill contexts), scored by "
+        "no-grad forward passes when an objective asks; set by LLMGame.probe_prompts.",
+    )
+    probe_ids: dict[str, list[int]] = Field(default_factory=dict, description="The probes' token ids (the trainer's).")
     prompt_ids: list[int] = Field(default_factory=list, description="Prompt token ids, if the policy has them.")
     completion_ids: list[int] = Field(default_factory=list, description="Sampled token ids.")
     logprobs: list[float] = Field(
         default_factory=list,
         description="Log-probability of each sampled token under the sampling distribution used.",
     )
+
+
+class SeatOutcome(BaseModel):
+    """One seat's result in a finished game: a score and a rank (1 is best; ties share a rank)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(description="The game's own result for the seat (e.g. 1 win, 0 loss).")
+    rank: int = Field(ge=1, description="1 for the best score; equal scores share the best rank among them.")
 
 
 class Episode(BaseModel):
@@ -73,6 +96,11 @@ class Episode(BaseModel):
     info: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="Game facts worth logging (spy seat, source id, ...)."
     )
+    outcome: dict[str, SeatOutcome] = Field(
+        default_factory=dict, description="Each seat's score and rank (LLMGame.outcome()); tournaments read this."
+    )
+    truncated: bool = Field(default=False, description="Ended by a step limit or a prompt over the context.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Options the episode was reset with.")
 
     def turns_of(self, *, phase: str | None = None, seat: str | None = None) -> list[Turn]:
         return [
@@ -98,7 +126,16 @@ def read_jsonl(path: str | Path) -> Iterator[Episode]:
 
 
 class Sample(BaseModel):
-    """One turn prepared for the learner: tokens, the generator's logprobs, an advantage."""
+    """One turn prepared for the learner: tokens, the generator's logprobs, an advantage.
+
+    ``weight`` scales the sample's whole loss (policy gradient and KL): the per-phase
+    loss weight, e.g. LSP's ``alpha_ch`` on challenger turns. ``token_weights``
+    (one per completion token) scale the advantage token by token (AUSO's
+    action-level weights); absent means 1. ``probes`` are other prompts for the
+    SAME completion (AUSO's teacher and no-skill contexts), scored by no-grad
+    forward passes when an objective term asks for them. ``extras`` carry named
+    facts the estimators or objectives need (group id, pass rate, finish reason).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -108,6 +145,16 @@ class Sample(BaseModel):
     advantage: float
     phase: str = ""
     role: str = ""
+    weight: float = Field(default=1.0, ge=0.0, description="Loss weight of this sample (per-phase weight).")
+    token_weights: list[float] | None = Field(
+        default=None, description="Per-completion-token multipliers of the advantage; None means all 1."
+    )
+    probes: dict[str, list[int]] = Field(
+        default_factory=dict, description="Named alternative prompt ids for the same completion (no-grad passes)."
+    )
+    extras: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description="Named facts: group id, pass rate, finish reason, ..."
+    )
 
     @property
     def length(self) -> int:

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from arena.game import Invalid, InvalidOutputConfig, LLMGame, Phase
+from arena.game import GameConfig, Invalid, LLMGame, Phase
 from arena.messages import Message
 from arena.runner import Runner
 from arena.testing import check_game
@@ -31,11 +31,9 @@ from arena.types import ChatMessage
 from policies.scripted import ScriptedPolicy
 
 
-class LowestUniqueConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LowestUniqueConfig(GameConfig):  # GameConfig brings `invalid` (na | penalty | retry)
     n_players: int = Field(default=4, ge=2, le=32)
     k: int = Field(default=10, ge=2, le=1000, description="Numbers range over 1..k.")
-    invalid: InvalidOutputConfig = Field(default_factory=InvalidOutputConfig)
 
 
 class LowestUniqueObservation(Message):
@@ -55,15 +53,13 @@ class LowestUniqueGame(LLMGame[LowestUniqueObservation, LowestUniqueConfig]):
     metadata = {"name": "lowest_unique_v0", "render_modes": ["ansi"]}
     config_type = LowestUniqueConfig
     observation_type = LowestUniqueObservation
+    phases = ("pick",)
 
     def seat_names(self) -> Sequence[str]:
         return [f"seat_{i}" for i in range(self.config.n_players)]
 
-    def setup(self, rng: np.random.Generator) -> Phase:
-        return Phase("pick", tuple(self.possible_agents))
-
-    def role(self, seat: str) -> str:
-        return "player"
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        return Phase("pick", tuple(self.possible_agents))  # every seat's role is the default, "player"
 
     def observe_seat(self, seat: str) -> LowestUniqueObservation:
         return LowestUniqueObservation(seat_index=int(seat.split("_")[1]), n_players=self.config.n_players, k=self.config.k)

@@ -1,15 +1,15 @@
-"""Advantage estimators: small pure functions over a batch and its group keys.
+"""Advantage maths: small pure functions over a batch and its group ids.
 
 Shapes: ``N`` samples (turns). ``rewards: (N,) float``, ``groups: (N,) long``
-(dense group index per sample, from :func:`group_index`). Every estimator
-returns ``(N,)`` advantages. Hand-computed checks live in
-``tests/learners/test_advantages.py``.
+(dense group index per sample, from :func:`group_index`), ``games: (N,) long``
+(episode index). Every function returns ``(N,)`` tensors. The registered,
+config-selectable estimators built on these live in :mod:`learners.estimators`;
+hand-computed checks in ``tests/learners/test_advantages.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -49,56 +49,51 @@ def zero_variance(rewards: torch.Tensor, groups: torch.Tensor, tol: float = 1e-8
 RaeOrder = Literal["paper", "code", "spiral"]
 
 
-@dataclass
-class RoleBaselines:
-    """SpyRL's Role-Advantage Estimation: one EMA baseline per role. Training state (checkpointed).
+def role_advantages(
+    rewards: torch.Tensor,
+    roles: Sequence[str],
+    games: torch.Tensor,
+    values: Mapping[str, float],
+    alpha: float = 0.9,
+    order: RaeOrder = "paper",
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """SpyRL's Role-Advantage Estimation: one EMA baseline per role.
 
-    ``order``:
-      * ``paper``: advantage ``r - b_role`` with the baseline read BEFORE this game updates it;
-      * ``code``: the baseline is updated first, then subtracted, then advantages are
-        z-scored within the game (public code, ``alpha = 0.9``);
-      * ``spiral``: SPIRAL's role-conditioned advantage: read before update (``alpha = 0.95``);
-        zero advantages are reported by :meth:`advantages` via the returned mask.
+    ``(N,) rewards, N roles, (N,) games, baselines -> (N,) advantages, (N,) keep, new baselines``.
 
     Each game updates a role's baseline once, with the MEAN reward of that role's
-    seats in the game (``b_spy <- a*b_spy + (1-a)*r_u``,
-    ``b_civ <- a*b_civ + (1-a)*mean_j r_j``). Games are processed in batch order.
+    seats in the game (``b_spy <- a*b_spy + (1-a)*r_u``, ``b_civ <- a*b_civ +
+    (1-a)*mean_j r_j``); games are processed in ascending index order, so a later
+    game sees the baselines earlier games left. ``order``:
+
+    * ``paper``: advantage ``r - b_role`` with the baseline read BEFORE the game updates it;
+    * ``code``: the baseline is updated first, then subtracted, then advantages are
+      z-scored within the game (the public code, ``alpha = 0.9``);
+    * ``spiral``: SPIRAL's role-conditioned advantage, read before update (its
+      ``alpha`` is 0.95); samples with exactly zero advantage are not kept.
+
+    ``values`` is not modified; the updated baselines are returned.
     """
-
-    alpha: float = 0.9
-    order: RaeOrder = "paper"
-    values: dict[str, float] = field(default_factory=dict)
-
-    def advantages(
-        self, rewards: torch.Tensor, roles: Sequence[str], games: torch.Tensor, eps: float = 1e-6
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(N,), N roles, (N,) game ids -> (N,) advantages, (N,) keep-mask``."""
-        adv = torch.zeros_like(rewards)
-        for g in torch.unique(games, sorted=True).tolist():
-            idx = (games == g).nonzero().flatten()
-            by_role: dict[str, list[int]] = {}
-            for i in idx.tolist():
-                by_role.setdefault(roles[i], []).append(i)
-            for role, members in by_role.items():
-                r_mean = float(rewards[members].mean())
-                before = self.values.get(role, 0.0)
-                after = self.alpha * before + (1 - self.alpha) * r_mean
-                self.values[role] = after
-                baseline = after if self.order == "code" else before
-                adv[members] = rewards[members] - baseline
-            if self.order == "code":
-                game_adv = adv[idx]
-                adv[idx] = (game_adv - game_adv.mean()) / (game_adv.std(unbiased=False) + eps)
-        keep = adv != 0 if self.order == "spiral" else torch.ones_like(adv, dtype=torch.bool)
-        return adv, keep
-
-    def state_dict(self) -> dict[str, object]:
-        return {"alpha": self.alpha, "order": self.order, "values": dict(self.values)}
-
-    def load_state_dict(self, state: Mapping[str, object]) -> None:
-        self.alpha = float(state["alpha"])  # type: ignore[arg-type]
-        self.order = state["order"]  # type: ignore[assignment]
-        self.values = dict(state["values"])  # type: ignore[arg-type]
+    values = dict(values)
+    adv = torch.zeros_like(rewards)
+    for g in torch.unique(games, sorted=True).tolist():
+        idx = (games == g).nonzero().flatten()
+        by_role: dict[str, list[int]] = {}
+        for i in idx.tolist():
+            by_role.setdefault(roles[i], []).append(i)
+        for role, members in by_role.items():
+            r_mean = float(rewards[members].mean())
+            before = values.get(role, 0.0)
+            after = alpha * before + (1 - alpha) * r_mean
+            values[role] = after
+            baseline = after if order == "code" else before
+            adv[members] = rewards[members] - baseline
+        if order == "code":
+            game_adv = adv[idx]
+            adv[idx] = (game_adv - game_adv.mean()) / (game_adv.std(unbiased=False) + eps)
+    keep = adv != 0 if order == "spiral" else torch.ones_like(adv, dtype=torch.bool)
+    return adv, keep, values
 
 
 def lsp_solver(rewards: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -106,20 +101,10 @@ def lsp_solver(rewards: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     return grpo(rewards, queries, scale=False)
 
 
-def lsp_query_values(rewards: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
-    """``V(q)`` per query: ``(N,) answers -> (Q,)`` mean reward of each query's answers."""
-    n = int(queries.max()) + 1
-    total = torch.zeros(n, dtype=rewards.dtype).index_add_(0, queries, rewards)
-    count = torch.zeros(n, dtype=rewards.dtype).index_add_(0, queries, torch.ones_like(rewards))
-    return total / count
+def lsp_challenger(rewards: torch.Tensor) -> torch.Tensor:
+    """LSP challenger advantage: each reward minus the mean over ALL the given turns. ``(Q,) -> (Q,)``.
 
-
-def lsp_challenger(values: torch.Tensor, self_reward: torch.Tensor | None = None) -> torch.Tensor:
-    """LSP challenger advantage over the step's ``Q`` queries. ``(Q,) -> (Q,)``.
-
-    Challenger reward ``-V(q)`` (plus ``V_Q(q)`` for LSP, given as ``self_reward``);
-    advantage = reward minus its mean over the queries, i.e. ``mean_i V(q_i) - V(q)``
-    for LSP-Zero.
+    The game credits a challenger turn with ``-V(q)`` (LSP-Zero; plus the
+    self-reward ``V_Q(q)`` for LSP), so for LSP-Zero this is ``mean_i V(q_i) - V(q)``.
     """
-    reward = -values if self_reward is None else -values + self_reward
-    return reward - reward.mean()
+    return rewards - rewards.mean()

@@ -1,32 +1,106 @@
-"""Configuration of the learner and of the training schedule (validated at start-up)."""
+"""Configuration of the learner (validated at start-up, before any model loads).
+
+Estimator, objective and schedule names are checked against their registries
+here, and their options against each one's own options model, so a typo in a
+YAML file is one line naming the field. ``ScheduleConfig`` (``train.schedule``)
+is re-exported from :mod:`learners.schedule`.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from learners.estimators import get_estimator
+from learners.objectives import get_objective
+from learners.schedule import (  # noqa: F401  (re-exported for arena.config)
+    CycleConfig,
+    HysteresisConfig,
+    JointConfig,
+    ProgressConfig,
+    ScheduleConfig,
+)
+
+
+def validate_options(model: type[BaseModel], options: dict[str, Any], what: str) -> dict[str, Any]:
+    """``options`` validated by ``model``, defaults filled in; errors name the option."""
+    try:
+        return model.model_validate(options).model_dump(mode="json")
+    except ValidationError as e:
+        parts = []
+        for err in e.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "options"
+            if err["type"] == "extra_forbidden":
+                parts.append(f"{what}: unknown option {name!r} (known: {', '.join(model.model_fields) or 'none'})")
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                parts.append(f"{what} option {name}={err.get('input')!r}: {msg}")
+        raise ValueError("; ".join(parts)) from None
 
 
 class EstimatorConfig(BaseModel):
-    """Which advantage estimator a phase's turns use."""
+    """How one phase's trainable turns become advantages."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Literal["grpo", "dr_grpo", "rae"] = Field(description="grpo: group z-score; dr_grpo: no std; rae: role EMA.")
+    name: str = Field(description="Registered estimator: grpo, dr_grpo, rae, lsp_solver, lsp_challenger, ...")
     group_by: list[str] = Field(
-        default_factory=lambda: ["episode", "phase"], description="Turn group keys that form a GRPO group."
+        default_factory=lambda: ["episode", "phase"], description="Turn group keys (turn.group) that form one group."
+    )
+    credit: Literal["turn", "trajectory"] = Field(
+        default="turn",
+        description="turn: each turn's own reward; trajectory: the seat's total episode return, given to each of "
+        "its turns in the phase.",
+    )
+    loss_weight: float = Field(default=1.0, ge=0.0, description="Scales this phase's samples' loss (Sample.weight).")
+    drop_zero_variance: bool | None = Field(
+        default=None, description="Drop groups whose rewards are all equal; unset: learner.drop_zero_variance."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, validate_default=True, description="The estimator's own options (e.g. rae: order, alpha)."
     )
 
+    @field_validator("name")
+    @classmethod
+    def _known_name(cls, name: str) -> str:
+        get_estimator(name)
+        return name
 
-class RaeConfig(BaseModel):
-    """SpyRL's Role-Advantage Estimation."""
+    @field_validator("options")
+    @classmethod
+    def _valid_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "name" not in info.data:  # the name's own error is reported
+            return options
+        return validate_options(get_estimator(info.data["name"]).options, options, info.data["name"])
+
+    def parsed_options(self) -> BaseModel:
+        return get_estimator(self.name).options.model_validate(self.options)
+
+
+class ObjectiveConfig(BaseModel):
+    """An extra loss term (e.g. AUSO's jsd_distill)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    order: Literal["paper", "code", "spiral"] = Field(
-        default="paper", description="paper: read baseline before update; code: update first + game z-score; spiral."
+    name: str = Field(description="Registered objective term, e.g. jsd_distill.")
+    coef: float = Field(default=1.0, ge=0.0, description="Weight of the term in the loss.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, validate_default=True, description="The term's own options (jsd_distill: probe, topk)."
     )
-    alpha: float = Field(default=0.9, gt=0.0, lt=1.0, description="EMA decay (code 0.9, SPIRAL 0.95).")
+
+    @field_validator("name")
+    @classmethod
+    def _known_name(cls, name: str) -> str:
+        get_objective(name)
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _valid_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "name" not in info.data:
+            return options
+        return validate_options(get_objective(info.data["name"]).options, options, info.data["name"])
 
 
 class DeepSpeedConfig(BaseModel):
@@ -45,20 +119,22 @@ class LearnerConfig(BaseModel):
 
     backend: Literal["torch", "deepspeed"] = Field(default="torch", description="torch optimizer or a DeepSpeed engine.")
     device: str = Field(default="cpu", description="Device of the learner's weights (cuda on GPU machines).")
-    lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate (paper 1e-6).")
+    lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate.")
     weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
     loss: Literal["clipped", "reinforce"] = Field(
         default="clipped", description="clipped: GRPO/PPO surrogate; reinforce: LSP's detached-ratio REINFORCE."
     )
     clip_low: float = Field(default=0.2, ge=0.0, lt=1.0, description="Lower ratio clip (1 - clip_low).")
     clip_high: float = Field(default=0.2, ge=0.0, description="Upper ratio clip (1 + clip_high).")
-    beta: float = Field(default=0.001, ge=0.0, description="KL weight to the frozen reference (paper 0.001); 0 skips it.")
+    beta: float = Field(default=0.001, ge=0.0, description="KL weight to the frozen reference; 0 skips it.")
     kl_estimator: Literal["k1", "k3"] = Field(default="k3", description="Per-token KL estimator.")
     aggregation: Literal["token", "sequence", "constant"] = Field(
         default="token", description="Loss reduction: token mean, sequence mean, or Dr.GRPO's constant."
     )
     updates_per_batch: int = Field(default=1, ge=1, description="Optimizer steps on each batch (PPO epochs).")
-    token_budget: int = Field(default=4096, ge=1, description="Most padded tokens in one micro-batch (a longer sample gets its own).")
+    token_budget: int = Field(
+        default=4096, ge=1, description="Most padded tokens in one micro-batch (a longer sample gets its own)."
+    )
     grad_clip: float = Field(default=1.0, gt=0.0, description="Max global grad norm.")
     share_prompt_prefix: bool = Field(
         default=True, description="Run a prompt shared by several samples once per micro-batch (same result, less work)."
@@ -66,44 +142,18 @@ class LearnerConfig(BaseModel):
     autocast_bf16: bool = Field(
         default=False, description="torch backend: run forward/backward under bf16 autocast (fp32 master weights)."
     )
-    drop_zero_variance: bool = Field(default=True, description="Drop GRPO groups whose rewards are all equal.")
+    drop_zero_variance: bool = Field(
+        default=True, description="Default for estimators that leave it unset: drop groups whose rewards are all equal."
+    )
     estimators: dict[str, EstimatorConfig] = Field(
-        default_factory=lambda: {"perform": EstimatorConfig(name="rae"), "vote": EstimatorConfig(name="grpo")},
-        description="Phase -> advantage estimator; phases not listed are not trained.",
+        default_factory=dict, description="Phase -> advantage estimator; phases not listed are not trained."
     )
-    rae: RaeConfig = Field(default_factory=RaeConfig)
+    objectives: list[ObjectiveConfig] = Field(
+        default_factory=list, description="Extra loss terms added to the policy-gradient loss (e.g. jsd_distill)."
+    )
+    reference: str = Field(
+        default="auto",
+        description="Policy whose frozen weights are the KL reference: 'auto' (a frozen policy on the trainable model "
+        "if there is one, else a float32 copy of the initial weights) or a policy name",
+    )
     deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
-
-
-class ScheduleConfig(BaseModel):
-    """Which phases are trained at each step (SpyRL alternates performing and detection)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Literal["hysteresis", "fixed", "joint"] = Field(
-        default="hysteresis", description="hysteresis (paper), fixed cycle (public code), joint (ablation)."
-    )
-    perform_phase: str = Field(default="perform", description="The performing phase's name.")
-    detect_phase: str = Field(default="vote", description="The detection phase's name.")
-    every: int = Field(default=1, ge=1, description="fixed: steps per stage before switching.")
-    min_steps: int = Field(default=5, ge=1, description="hysteresis: at least this many updates per stage.")
-    to_perform_acc: float = Field(default=0.9, ge=0.0, le=1.0, description="detect->perform when acc >= this ...")
-    to_perform_na: float = Field(default=0.1, ge=0.0, le=1.0, description="... and N/A rate <= this.")
-    to_detect_err: float = Field(default=0.4, ge=0.0, le=1.0, description="perform->detect when 1 - acc >= this ...")
-    to_detect_na: float = Field(default=0.5, ge=0.0, le=1.0, description="... or N/A rate >= this.")
-    ema: float = Field(default=0.9, ge=0.0, lt=1.0, description="EMA decay of accuracy and N/A rate.")
-
-
-class TrainConfig(BaseModel):
-    """The training loop."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int = Field(default=100, ge=1, description="Training steps (paper: 100 iterations).")
-    games_per_step: int = Field(default=128, ge=1, description="Games played per step (paper: 128 sources).")
-    seed: int = Field(default=0, ge=0, description="Seeds rollouts, sampling and initialisation.")
-    run_dir: str = Field(default="runs/spy", description="Where checkpoints, metrics and plots go.")
-    checkpoint_every: int = Field(default=5, ge=1, description="Steps between checkpoints.")
-    keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk.")
-    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
-    plot: bool = Field(default=True, description="Draw the run's curves to PNG at the end.")

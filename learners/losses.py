@@ -71,7 +71,9 @@ def aggregate(
     return total / (per_token.shape[0] * constant)
 
 
-def token_weights(mask: torch.Tensor, mode: Aggregation, batch_tokens: float, batch_seqs: int, constant: float | None) -> torch.Tensor:
+def aggregation_weights(
+    mask: torch.Tensor, mode: Aggregation, batch_tokens: float, batch_seqs: int, constant: float | None
+) -> torch.Tensor:
     """Per-token weights whose weighted sum equals :func:`aggregate` over the WHOLE batch.
 
     Lets a batch be split into micro-batches (gradient accumulation) without

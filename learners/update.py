@@ -1,16 +1,18 @@
 """The update step on the shared policy: micro-batches by token budget, accumulation, clipping.
 
-``Learner.step(samples)`` runs ``updates_per_batch`` optimizer steps on one batch:
+``Learner.step(samples, progress)`` runs ``updates_per_batch`` optimizer steps on one batch:
 
 1. pack samples into micro-batches whose padded size fits ``token_budget``;
 2. take the "old" log-probabilities from the current weights (a separate no-grad
    pass only when ``updates_per_batch > 1``; otherwise the training forward's own,
-   detached), and the reference log-probabilities when ``beta > 0``; the mean
-   absolute gap between the generator's sampling logprobs and the learner's is
-   reported (stale weights or a broken sync show up there first);
-3. for each micro-batch: per-token loss (clipped surrogate or detached REINFORCE,
-   plus ``beta`` * KL), weighted so that the sum over micro-batches equals the
-   loss over the whole batch, backward; then clip gradients and step.
+   detached), the reference log-probabilities when ``beta > 0``, and the probe
+   distributions the objective terms ask for; the mean absolute gap between the
+   generator's sampling logprobs and the learner's is reported (stale weights or
+   a broken sync show up there first);
+3. for each micro-batch: per-token loss (clipped surrogate or detached REINFORCE
+   on ``A_b * token_weight_bt``, plus ``beta`` * KL), times the sample's
+   ``weight``, weighted so that the sum over micro-batches equals the loss over
+   the whole batch, plus the objective terms; backward; then clip gradients and step.
 
 ``backend: torch`` uses AdamW; ``backend: deepspeed`` builds a DeepSpeed engine
 (ZeRO 0-3, optional bf16) that runs on GPUs and on CPU with gloo. Log-probs use
@@ -20,125 +22,26 @@ the sampling temperature, like the generator's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from arena.types import Sample
+from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from learners.config import LearnerConfig
-from learners.losses import clipped_surrogate, kl_penalty, reinforce_detached, token_weights
+from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
+from learners.objectives import BatchTotals, ObjectiveContext, ProbeDist, build_objectives
+from learners.progress import Progress
 
 
-@dataclass
-class MicroBatch:
-    """Left-padded prompts followed by right-padded completions. Tensors are ``(b, L)`` / ``(b, T)``."""
-
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    position_ids: torch.Tensor
-    completion_mask: torch.Tensor  # (b, T) 1.0 on real completion tokens
-    completion_ids: torch.Tensor  # (b, T)
-    advantages: torch.Tensor  # (b,)
-    gen_logprobs: torch.Tensor  # (b, T), NaN where the generator gave none
-    index: list[int]  # positions of these samples in the batch
-    shared_prompt: bool = False  # every row has the same prompt: run it once
-
-
-def pack(samples: Sequence[Sample], token_budget: int, share_prompts: bool = False) -> list[list[int]]:
-    """Group sample indices into micro-batches within ``token_budget`` padded tokens.
-
-    With ``share_prompts``, samples with the same prompt (a GRPO group, SpyRL's
-    civilians) form their own micro-batches, costed as one prompt plus the rows'
-    completions, since the prompt is run once for all of them.
-    """
-    groups: list[list[int]] = []
-    rest = list(range(len(samples)))
-    if share_prompts:
-        by_prompt: dict[tuple[int, ...], list[int]] = {}
-        for i in rest:
-            by_prompt.setdefault(tuple(samples[i].prompt_ids), []).append(i)
-        rest = []
-        for members in by_prompt.values():
-            if len(members) < 2:
-                rest.extend(members)
-                continue
-            p_len = len(samples[members[0]].prompt_ids)
-            current: list[int] = []
-            for i in sorted(members, key=lambda k: -len(samples[k].completion_ids)):
-                longest = max([len(samples[j].completion_ids) for j in current] + [len(samples[i].completion_ids)])
-                if current and p_len + longest * (len(current) + 1) > token_budget:
-                    groups.append(current)
-                    current = []
-                current.append(i)
-            groups.append(current)
-    order = sorted(rest, key=lambda i: -samples[i].length)
-    mixed: list[list[int]] = []
-    for i in order:
-        if mixed:
-            g = mixed[-1]
-            longest = max(samples[g[0]].length, samples[i].length)
-            if longest * (len(g) + 1) <= token_budget:
-                g.append(i)
-                continue
-        mixed.append([i])
-    return groups + mixed
-
-
-def collate(samples: Sequence[Sample], index: list[int], pad_id: int, device: torch.device) -> MicroBatch:
-    rows = [samples[i] for i in index]
-    p_len = max(len(s.prompt_ids) for s in rows)
-    t_len = max(len(s.completion_ids) for s in rows)
-    b = len(rows)
-    ids = torch.full((b, p_len + t_len), pad_id, dtype=torch.long)
-    attn = torch.zeros((b, p_len + t_len), dtype=torch.long)
-    comp = torch.full((b, t_len), pad_id, dtype=torch.long)
-    cmask = torch.zeros((b, t_len))
-    gen = torch.full((b, t_len), float("nan"))
-    for r, s in enumerate(rows):
-        p, t = len(s.prompt_ids), len(s.completion_ids)
-        ids[r, p_len - p : p_len] = torch.tensor(s.prompt_ids)
-        ids[r, p_len : p_len + t] = torch.tensor(s.completion_ids)
-        attn[r, p_len - p : p_len + t] = 1
-        comp[r, :t] = torch.tensor(s.completion_ids)
-        cmask[r, :t] = 1.0
-        if s.logprobs:
-            gen[r, :t] = torch.tensor(s.logprobs)
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    adv = torch.tensor([s.advantage for s in rows], dtype=torch.float32)
-    shared = len(rows) > 1 and all(s.prompt_ids == rows[0].prompt_ids for s in rows)
-    to = lambda x: x.to(device)  # noqa: E731
-    return MicroBatch(to(ids), to(attn), to(pos), to(cmask), to(comp), to(adv), to(gen), list(index), shared)
-
-
-def completion_logprobs(model: Any, mb: MicroBatch, temperature: float, share_prompt: bool = False) -> torch.Tensor:
-    """Log-probs of the completion tokens under ``model`` at ``temperature``. ``-> (b, T)``.
-
-    When every row has the same prompt and ``share_prompt`` is set, the prompt is run
-    once and its KV cache repeated for the rows (same values and gradients, fewer
-    FLOPs: a GRPO group's prompt is usually longer than its completions).
-    """
-    b, t_len = mb.completion_ids.shape
-    if share_prompt and mb.shared_prompt:
-        p_len = mb.input_ids.shape[1] - t_len
-        head = model(input_ids=mb.input_ids[:1, :p_len], use_cache=True, logits_to_keep=1)
-        cache = head.past_key_values
-        cache.batch_repeat_interleave(b)
-        tail = model(
-            input_ids=mb.completion_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids[:, p_len:],
-            past_key_values=cache, use_cache=True, logits_to_keep=t_len,
-        )
-        logits = torch.cat([head.logits.expand(b, -1, -1), tail.logits[:, :-1, :]], dim=1).float()
-    else:
-        out = model(
-            input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-            logits_to_keep=t_len + 1, use_cache=False,
-        )
-        logits = out.logits[:, :-1, :].float()
-    if temperature > 0:
-        logits = logits / temperature
-    logp = torch.log_softmax(logits, dim=-1)
-    return logp.gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
+    """Probe name -> how many top tokens to keep (the most any term asks; 0, the full vocabulary, wins)."""
+    need: dict[str, int] = {}
+    for term in terms:
+        for name in term.probes:
+            cur = need.get(name)
+            need[name] = 0 if term.topk == 0 or cur == 0 else max(cur or 0, term.topk)
+    return need
 
 
 class Learner:
@@ -153,6 +56,8 @@ class Learner:
         if cfg.beta > 0 and ref_model is None:
             raise ValueError("learner.beta > 0 needs the frozen reference model")
         self.device = next(model.parameters()).device
+        self.objectives = build_objectives(cfg.objectives)
+        self.probe_topk = probe_topk([term for _, term in self.objectives])
         model.train()
         if cfg.backend == "deepspeed":
             from learners.ds import build_engine
@@ -171,12 +76,42 @@ class Learner:
     def _forward_model(self) -> Any:
         return self.engine if self.engine is not None else self.model
 
-    def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
+    def _log_softmax(self, model: Any, mb: MicroBatch) -> torch.Tensor:
         enabled = self.cfg.autocast_bf16 and self.engine is None
         with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled):
-            return completion_logprobs(model, mb, self.temperature, self.cfg.share_prompt_prefix)
+            return completion_log_softmax(model, mb, self.temperature, self.cfg.share_prompt_prefix)
 
-    def step(self, samples: Sequence[Sample]) -> dict[str, float]:
+    def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
+        return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+
+    def _probe_dists(self, samples: Sequence[Sample], mb: MicroBatch) -> dict[str, ProbeDist]:
+        """No-grad distributions of each needed probe over ``mb``'s completion tokens.
+
+        Rows without the probe are scored on their own prompt (one batched pass) and
+        flagged absent; a micro-batch where no row has the probe skips the pass. The
+        token budget counts the samples' own prompts, not the (often longer) probe prompts.
+        """
+        out: dict[str, ProbeDist] = {}
+        for name, k in self.probe_topk.items():
+            present = [name in samples[i].probes for i in mb.index]
+            if not any(present):
+                continue
+            rows = [
+                samples[i].model_copy(update={"prompt_ids": samples[i].probes[name]}) if name in samples[i].probes
+                else samples[i]
+                for i in mb.index
+            ]
+            logp = self._log_softmax(self._forward_model(), collate(rows, list(range(len(rows))), self.pad_id, self.device))
+            flags = torch.tensor(present, device=self.device)
+            if k == 0:
+                out[name] = ProbeDist(None, logp, None, flags)
+                continue
+            top = logp.topk(min(k, logp.shape[-1] - 1), dim=-1)  # leave a non-empty tail bin
+            tail = logp.scatter(-1, top.indices, float("-inf")).logsumexp(-1)
+            out[name] = ProbeDist(top.indices, top.values, tail, flags)
+        return out
+
+    def step(self, samples: Sequence[Sample], progress: Progress | None = None) -> dict[str, float]:
         if not samples:
             return {"samples": 0.0}
         cfg = self.cfg
@@ -185,6 +120,7 @@ class Learner:
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))
+        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in self.probe_topk})
         with torch.no_grad():
             # One update per batch is on-policy: the "old" logprobs are the current ones,
             # taken (detached) from the training forward itself; no extra pass needed.
@@ -192,36 +128,47 @@ class Learner:
             if cfg.updates_per_batch > 1:
                 old = [self._logprobs(self._forward_model(), mb) for mb in micro]
             ref = [self._logprobs(self.ref_model, mb) for mb in micro] if cfg.beta > 0 else None
-        stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+            # Probes are scored once, by the weights before this step's updates.
+            probes = [self._probe_dists(samples, mb) for mb in micro]
+        stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
         gap_sum, gap_count = 0.0, 0.0
         grad_norm = 0.0
         for epoch in range(cfg.updates_per_batch):
             for k, mb in enumerate(micro):
-                logp = self._logprobs(self._forward_model(), mb)
+                logp_full = self._log_softmax(self._forward_model(), mb)  # (b, T, V)
+                logp = logp_full.gather(-1, mb.completion_ids[..., None]).squeeze(-1)
                 if old[k] is None:
                     old[k] = logp.detach()
                 if epoch == 0:  # generator vs learner, same tokens, before any update
                     seen = (~mb.gen_logprobs.isnan()).float() * mb.completion_mask
                     gap_sum += float(((mb.gen_logprobs - old[k]).abs() * seen).nan_to_num(0.0).sum())
                     gap_count += float(seen.sum())
+                adv = mb.advantages[:, None] * mb.token_weights  # (b, T); exact when the weights are 1
                 if cfg.loss == "clipped":
-                    pg = clipped_surrogate(logp, old[k], mb.advantages, cfg.clip_low, cfg.clip_high)  # type: ignore[arg-type]
+                    pg = clipped_surrogate(logp, old[k], adv, cfg.clip_low, cfg.clip_high)  # type: ignore[arg-type]
                 else:
-                    pg = reinforce_detached(logp, mb.advantages)
+                    pg = reinforce_detached(logp, adv)
                 per_token = pg
                 kl = torch.zeros_like(logp)
                 if ref is not None:
                     kl = kl_penalty(logp, ref[k], cfg.kl_estimator)
                     per_token = pg + cfg.beta * kl
-                w = token_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
+                per_token = per_token * mb.weights[:, None]
+                w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
                 loss = (per_token * w).sum()
+                if self.objectives:
+                    ctx = ObjectiveContext(mb, logp_full, probes[k], mb.weights, progress, totals)
+                    for key, term in self.objectives:
+                        value = term.loss(ctx)
+                        loss = loss + value
+                        stats[key] += float(value.detach()) / cfg.updates_per_batch
                 self._backward(loss)
                 with torch.no_grad():
                     tok_w = mb.completion_mask / n_tokens
                     ratio = torch.exp(logp - old[k])  # type: ignore[operator]
                     clipped = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).float()
                     stats["loss"] += float(loss) / cfg.updates_per_batch
-                    stats["pg_loss"] += float((pg * w).sum()) / cfg.updates_per_batch
+                    stats["pg_loss"] += float((pg * mb.weights[:, None] * w).sum()) / cfg.updates_per_batch
                     stats["kl"] += float((kl * tok_w).sum()) / cfg.updates_per_batch
                     stats["clip_frac"] += float((clipped * tok_w).sum()) / cfg.updates_per_batch
             grad_norm = self._optimizer_step()

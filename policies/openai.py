@@ -9,15 +9,34 @@ Two APIs:
 * ``chat``: ``/v1/chat/completions`` with the messages, for hosted models in
   tournaments and evaluation (text only: no token ids or logprobs).
 
+Both send the request's own sampling: ``temperature`` (0 is greedy on vLLM and
+OpenAI servers), ``top_p``, ``max_tokens`` and the ``stop`` strings, which the
+server cuts from the text.
+
 Requests of one batch go out concurrently (the server batches them). Every call
 has a timeout; connection failures and 5xx answers are retried a bounded number
 of times; anything else that is not the expected JSON raises
 :class:`ServerError` naming the server and what came back. Nothing hangs.
+
+Prompts over the context limit fail only their own request, never the batch:
+
+* ``completions`` knows the prompt's tokens, so it fits them with
+  :func:`~policies.base.fit_prompt` before sending, against ``max_model_len``
+  (given, else the ``max_model_len`` that a vLLM server lists for the model
+  under ``/v1/models``, asked once on first use);
+* whatever still comes back as HTTP 400 naming the context length (a limit
+  that is unknown, or the ``chat`` API, which cannot truncate what it does not
+  tokenise) becomes that request's ``finish_reason="overflow"`` completion, in
+  either overflow mode. It is not retried: one attempt per request, and only
+  a 400 whose message names the context length is read this way; every other
+  4xx still raises.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,11 +44,24 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from policies.base import Completion, Request, chat_prompt_ids
+from policies.base import (
+    Completion, Overflow, Request, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
+)
 
 
 class ServerError(RuntimeError):
     """The server is unreachable or answered something unusable."""
+
+
+class ContextOverflow(ServerError):
+    """The server rejected one request because its prompt exceeds the model's context."""
+
+
+# How vLLM (0.32: "This model's maximum context length is ...", "... is longer than the
+# maximum model length of ...") and OpenAI ("context_length_exceeded") word it.
+_CONTEXT_ERROR = re.compile(
+    r"maximum context length|context_length_exceeded|longer than the maximum model length", re.IGNORECASE
+)
 
 
 class OpenAIPolicy:
@@ -45,6 +77,8 @@ class OpenAIPolicy:
         backoff_s: float = 0.5,
         max_concurrency: int = 64,
         name: str = "openai",
+        max_model_len: int | None = None,
+        overflow: Overflow = "truncate",
     ):
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -55,6 +89,10 @@ class OpenAIPolicy:
         self.backoff_s = backoff_s
         self.max_concurrency = max_concurrency
         self.name = name
+        self.overflow = check_overflow(overflow)
+        self.max_model_len = max_model_len
+        self._limit_asked = max_model_len is not None
+        self._limit_lock = threading.Lock()
         self.tokenizer = None
         if api == "completions":
             from transformers import AutoTokenizer
@@ -79,10 +117,13 @@ class OpenAIPolicy:
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                     raw = resp.read()
             except urllib.error.HTTPError as e:
-                detail = e.read()[:300].decode(errors="replace")
+                detail = e.read()[:4000].decode(errors="replace")
                 if e.code >= 500:
-                    last = f"HTTP {e.code}: {detail}"
+                    last = f"HTTP {e.code}: {detail[:300]}"
                     continue
+                if e.code == 400 and _CONTEXT_ERROR.search(detail):
+                    raise ContextOverflow(f"{url}: {detail[:300]}") from None
+                detail = detail[:300]
                 raise ServerError(f"{url} rejected the request (HTTP {e.code}): {detail}") from None
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
                 last = str(getattr(e, "reason", e))
@@ -103,11 +144,42 @@ class OpenAIPolicy:
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
             return list(pool.map(one, requests))
 
+    def context_length(self) -> int | None:
+        """``max_model_len`` as given, else as the server lists it under /v1/models (asked once), else None."""
+        with self._limit_lock:
+            if not self._limit_asked:
+                self._limit_asked = True
+                self.max_model_len = self._listed_max_model_len()
+        return self.max_model_len
+
+    def _listed_max_model_len(self) -> int | None:
+        # One plain attempt: a server without the listing (or without the field, as
+        # hosted APIs) leaves the limit unknown and the 400 mapping in charge.
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            req = urllib.request.Request(f"{self.base_url}/v1/models", headers=headers)
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                listing = json.loads(resp.read())
+            for entry in listing.get("data") or []:
+                if entry.get("id") == self.model and isinstance(entry.get("max_model_len"), int):
+                    return int(entry["max_model_len"])
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass
+        return None
+
     def _complete(self, req: Request) -> Completion:
         assert self.tokenizer is not None
         prompt = chat_prompt_ids(self.tokenizer, req.messages)
+        budget, truncated = req.params.max_new_tokens, False
+        limit = self.context_length()
+        if limit is not None:
+            fitted = fit_prompt(prompt, budget, limit, self.overflow)
+            if fitted is None:
+                return overflow_completion()
+            truncated = len(fitted[0]) < len(prompt)
+            prompt, budget = fitted
         body = {
-            "model": self.model, "prompt": prompt, "max_tokens": req.params.max_new_tokens,
+            "model": self.model, "prompt": prompt, "max_tokens": budget,
             "temperature": req.params.temperature, "top_p": req.params.top_p, "logprobs": 0,
             "return_tokens_as_token_ids": True,
         }
@@ -115,7 +187,10 @@ class OpenAIPolicy:
             body["stop"] = list(req.params.stop)
         if req.seed is not None:
             body["seed"] = req.seed % 2**31
-        reply = self._post("/v1/completions", body)
+        try:
+            reply = self._post("/v1/completions", body)
+        except ContextOverflow:
+            return overflow_completion()
         try:
             choice = reply["choices"][0]
             text = choice["text"]
@@ -125,7 +200,10 @@ class OpenAIPolicy:
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise ServerError(f"{self.base_url}/v1/completions: unexpected reply ({e!r}): {str(reply)[:200]}") from None
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Completion(text=text, prompt_ids=prompt, completion_ids=tokens, logprobs=logprobs, finish_reason=finish)
+        return Completion(
+            text=text, prompt_ids=prompt, completion_ids=tokens, logprobs=logprobs, finish_reason=finish,
+            prompt_truncated=truncated,
+        )
 
     def _chat(self, req: Request) -> Completion:
         body = {
@@ -134,7 +212,10 @@ class OpenAIPolicy:
         }
         if req.params.stop:
             body["stop"] = list(req.params.stop)
-        reply = self._post("/v1/chat/completions", body)
+        try:
+            reply = self._post("/v1/chat/completions", body)
+        except ContextOverflow:
+            return overflow_completion()
         try:
             choice = reply["choices"][0]
             text = choice["message"]["content"] or ""

@@ -4,7 +4,7 @@ A bot is a pure function ``(observation, rng) -> completion text``. A
 :class:`ScriptedPolicy` serves a batch of requests by calling its bot on each
 request's typed observation with an RNG seeded from the request, so a seeded
 game played by bots is reproducible byte for byte. Games ship their own bots
-(``LLMGame.scripted_bots`` names a ``module:attribute`` dict); ``random`` works
+(``LLMGame.scripted_bots``: a dict of bots, or a ``module:attribute`` naming one); ``random`` works
 for every game.
 """
 
@@ -50,8 +50,8 @@ def available_bots(game_cls: type) -> dict[str, Bot]:
     """Generic bots plus the game's own (``game_cls.scripted_bots``)."""
     bots = dict(GENERIC_BOTS)
     spec = getattr(game_cls, "scripted_bots", "")
-    if spec:
-        game_bots: Mapping[str, Bot] = load_entry_point(spec)
+    if spec:  # a dict on the class, or "module:attribute" naming one (imported only when asked for)
+        game_bots: Mapping[str, Bot] = spec if isinstance(spec, Mapping) else load_entry_point(spec)
         bots.update(game_bots)
     return bots
 

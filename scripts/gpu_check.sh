@@ -9,9 +9,10 @@ steps="${1:-3}"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 make setup
 run="$(mktemp -d /tmp/arena-gpu-check.XXXX)"
-.venv/bin/python -m arena.train games/spy.yaml \
-  --set policy.backend=vllm --set policy.device=cuda --set policy.gpu_memory_utilization=0.35 \
-  --set policy.max_new_tokens=256 --set runner.num_envs=32 --set runner.progress=false \
+.venv/bin/python -m arena.train games/spy/spy.yaml \
+  --set policies.learner.backend=vllm --set policies.learner.device=cuda \
+  --set policies.learner.gpu_memory_utilization=0.35 --set policies.learner.max_model_len=4096 \
+  --set policies.learner.sampling.max_new_tokens=256 --set runner.num_envs=32 --set runner.progress=false \
   --set learner.backend=deepspeed --set learner.device=cuda --set learner.deepspeed.zero_stage=2 \
   --set learner.deepspeed.bf16=true --set learner.token_budget=16384 \
   --set train.games_per_step=32 --set train.steps="$steps" --set train.checkpoint_every="$steps" \

@@ -13,9 +13,12 @@ from __future__ import annotations
 from arena.testing.invariants import (
     EnvFn,
     check_any_text_is_legal,
+    check_hidden_information,
     check_hidden_outputs,
     check_pettingzoo_api,
+    check_seed_determinism,
     check_seeded_replay,
+    check_zero_sum,
     play_texts,
 )
 from arena.testing.strategies import ADVERSARIAL, completions
@@ -25,11 +28,15 @@ def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] 
     """Run the whole kit on one game constructor."""
     from policies.scripted import ScriptedPolicy, random_bot
 
-    check_pettingzoo_api(env_fn)
-    for seed in seeds:
+    for seed in seeds:  # arena's own checks first: their messages name the seat and phase
+        check_seed_determinism(env_fn, seed)
         check_any_text_is_legal(env_fn, ADVERSARIAL, seed)
         check_hidden_outputs(env_fn, seed)
+        check_hidden_information(env_fn, seed)
+        check_zero_sum(env_fn, ADVERSARIAL, seed)
+        check_zero_sum(env_fn, env_fn().action_space(env_fn().possible_agents[0]).examples or ("",), seed)
         check_seeded_replay(env_fn, lambda: ScriptedPolicy(bot or random_bot), seed)  # type: ignore[arg-type]
+    check_pettingzoo_api(env_fn)
 
 
 __all__ = [
@@ -37,9 +44,12 @@ __all__ = [
     "EnvFn",
     "check_any_text_is_legal",
     "check_game",
+    "check_hidden_information",
     "check_hidden_outputs",
     "check_pettingzoo_api",
+    "check_seed_determinism",
     "check_seeded_replay",
+    "check_zero_sum",
     "completions",
     "play_texts",
 ]

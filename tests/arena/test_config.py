@@ -11,7 +11,7 @@ import pytest
 from arena.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-SPY_YAML = ROOT / "games" / "spy.yaml"
+SPY_YAML = ROOT / "games" / "spy" / "spy.yaml"
 
 
 def _bad_yaml(tmp_path: Path, replace: str, by: str) -> Path:
@@ -24,7 +24,7 @@ def _bad_yaml(tmp_path: Path, replace: str, by: str) -> Path:
 
 @pytest.mark.parametrize("name", ["spy.yaml", "spy.paper.yaml"])
 def test_shipped_configs_load(name: str) -> None:
-    cfg = load_config(ROOT / "games" / name)
+    cfg = load_config(ROOT / "games" / "spy" / name)
     assert cfg.game.name == "spy"
     assert cfg.game.settings.n_players in (4, 5)  # type: ignore[attr-defined]
 
@@ -39,8 +39,13 @@ def test_shipped_configs_load(name: str) -> None:
         ("name: spy", "name: spyy", "game.name: unknown game 'spyy'; known: spy"),
         ("play:", "plya:", "plya: unknown key"),
         ("  lr: 2.0e-5", "  lr: -1", "learner.lr: Input should be greater than 0 (got -1)"),
-        ('"*": trainable', '"*": trainabel', "seats.*: must be one of trainable, reference, human"),
-        ("  mode: fixed", "  mode: sometimes", "train.schedule.mode: Input should be"),
+        ('"*": learner', '"*": lerner', "seats.*: unknown policy 'lerner'; known: learner, human, scripted:<bot>"),
+        ("    rule: cycle", "    rule: sometimes", "train.schedule.rule: "),
+        ("      temperature: 1.0", "      temperature: -1", "policies.learner.sampling.temperature: Input should be greater than or equal to 0 (got -1)"),
+        ("    backend: hf ", "    backend: tgi ", "policies.learner.backend: Input should be 'hf', 'vllm' or 'openai' (got 'tgi')"),
+        ("    vote: {name: grpo", "    vote: {name: grpoo", "learner.estimators.vote.name: unknown estimator 'grpoo'"),
+        ("    vote: {name: grpo", "    votes: {name: grpo", "learner.estimators.votes: the game has no phase 'votes'; its phases: perform, vote"),
+        ("stages: [[vote], [perform]]", "stages: [[vote], [perfrom]]", "train.schedule: the game has no phase 'perfrom'"),
     ],
 )
 def test_bad_yaml_one_line_naming_the_field(tmp_path: Path, replace: str, by: str, expected: str) -> None:
@@ -54,9 +59,9 @@ def test_bad_yaml_one_line_naming_the_field(tmp_path: Path, replace: str, by: st
 def test_set_overrides_and_their_errors() -> None:
     cfg = load_config(SPY_YAML, ["game.n_players=4", "game.task=math"])
     assert cfg.game.settings.n_players == 4  # type: ignore[attr-defined]
-    cfg = load_config(SPY_YAML, ["game.n_players=6", "learner.lr=3e-6", "train.schedule.mode=joint"])
+    cfg = load_config(SPY_YAML, ["game.n_players=6", "learner.lr=3e-6", "train.schedule={rule: joint}"])
     assert cfg.game.settings.n_players == 6 and cfg.learner.lr == 3e-6  # type: ignore[attr-defined]
-    assert cfg.train.schedule.mode == "joint"
+    assert cfg.train.schedule.rule == "joint"
     with pytest.raises(ConfigError, match=r"game.n_players: Input should be a valid integer"):
         load_config(SPY_YAML, ["game.n_players=many"])
     with pytest.raises(ConfigError, match=r"expected KEY=VALUE"):
@@ -82,3 +87,34 @@ def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "game.n_players" in lines[0], proc.stderr
+
+
+def test_policy_table_defaults_and_shorthands() -> None:
+    cfg = load_config(SPY_YAML)
+    assert cfg.trainable == "learner" and cfg.seat_table() == {"*": "learner"}
+    assert cfg.run_dir == "runs/spy"
+    cfg = load_config(SPY_YAML, ["seats={player_0: human, '*': 'scripted:copycat'}"])
+    assert cfg.policy_spec("scripted:copycat").bot == "copycat"  # type: ignore[union-attr]
+    params = load_config(SPY_YAML, ["policies.learner.phase_sampling={vote: {max_new_tokens: 8, stop: [x]}}"])
+    spec = params.policies["learner"]
+    assert spec.params_for("vote").max_new_tokens == 8 and spec.params_for("vote").stop == ("x",)
+    assert spec.params_for("perform").max_new_tokens == 48 and spec.params_for("perform").stop == ()
+    with pytest.raises(ConfigError, match=r"policies.learner.phase_sampling.votes: the game has no phase 'votes'"):
+        load_config(SPY_YAML, ["policies.learner.phase_sampling={votes: {max_new_tokens: 8}}"])
+    with pytest.raises(ConfigError, match=r"policies.judge.kind: must be one of model, reward_model, scripted, human"):
+        load_config(SPY_YAML, ["policies.judge={kind: oracle}"])
+    with pytest.raises(ConfigError, match=r"policies: learner, other are all trainable"):
+        load_config(SPY_YAML, ["policies.other={trainable: true}"])
+
+
+def test_a_game_name_loads_its_own_yaml() -> None:
+    assert load_config("spy").game.name == "spy"
+
+
+def test_unreadable_data_path_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"game.data_path: no such file '/nope/x.jsonl' \(got '/nope/x.jsonl'\)"):
+        load_config(SPY_YAML, ["game.task=summary", "game.data_path=/nope/x.jsonl"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a"}\n')
+    with pytest.raises(ConfigError, match=r"game.data_path: cannot read .*line 1.*text"):
+        load_config(SPY_YAML, ["game.task=summary", f"game.data_path={bad}"])

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from arena.runner import Runner, SeatMap, play_one_at_a_time
+from arena.runner import EpisodeSpec, Runner, SeatMap, play_one_at_a_time
 from arena.types import read_jsonl, write_jsonl
 from games.spy import SpyGame
-from games.spy_bots import BOTS
-from policies.base import Completion, Request
+from games.spy.bots import BOTS
+from policies.base import Completion, Request, SamplingParams
 from policies.human import HumanPolicy
 from policies.scripted import ScriptedPolicy, random_bot
 
@@ -75,3 +75,38 @@ def test_a_human_takes_a_seat() -> None:
     mine = ep.turns_of(seat="player_1")
     assert [t.action for t in mine] == ["my summary", "N/A"]
     assert "your turn: player_1" in screen.getvalue() and "Answer:" in screen.getvalue()
+
+
+def test_specs_fix_options_and_seat_each_game_differently() -> None:
+    a = CountingPolicy(BOTS["default"], name="a")
+    b = CountingPolicy(BOTS["fixed_vote"], name="b")
+    runner = Runner(lambda: SpyGame(n_players=3), {"a": a, "b": b}, SeatMap({"*": "a"}), num_envs=3)
+    specs = [
+        EpisodeSpec(seed=1, options={"spy": 2}),
+        EpisodeSpec(seed=1, options={"spy": 0}, seats=SeatMap({"player_1": "b", "*": "a"})),
+        EpisodeSpec(seed=1),
+    ]
+    first, second, plain = runner.play(specs)
+    assert first.info["spy"] == "player_2" and second.info["spy"] == "player_0"
+    assert first.options == {"spy": 2} and plain.options == {}
+    # A fixed spy leaves everything else the seed draws (the source) as it was.
+    assert first.info["source_id"] == second.info["source_id"] == plain.info["source_id"]
+    assert {t.policy for t in second.turns_of(seat="player_1")} == {"b"}
+    assert {t.policy for t in first.turns} == {"a"}
+    assert second.turns_of(seat="player_1", phase="vote")[0].action == "0"
+    assert set(first.outcome) == {"player_0", "player_1", "player_2"}
+
+
+def test_sampling_comes_per_policy_and_phase() -> None:
+    seen: list[tuple[str, int]] = []
+
+    class Recording(ScriptedPolicy):
+        def generate(self, requests: Sequence[Request]) -> list[Completion]:
+            seen.extend((r.seat, r.params.max_new_tokens) for r in requests)
+            return super().generate(requests)
+
+    table = {"perform": SamplingParams(max_new_tokens=40), "vote": SamplingParams(max_new_tokens=5)}
+    runner = Runner(lambda: SpyGame(n_players=3), {"p": Recording(BOTS["default"])},
+                    sampling=lambda policy, phase: table[phase], num_envs=1)
+    runner.play([0])
+    assert [n for _, n in seen] == [40, 40, 40, 5, 5, 5]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from arena.game import Invalid
 from arena.testing import check_game, check_hidden_outputs, completions, play_texts
 from games.spy import SpyGame
-from games.spy_bots import BOTS
-from games.spy_rules import (
+from games.spy.bots import BOTS
+from games.spy.rules import (
     NA,
     detection_reward_paper,
     detection_reward_shaped,

@@ -9,15 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from learners.advantages import (
-    RoleBaselines,
-    group_index,
-    grpo,
-    lsp_challenger,
-    lsp_query_values,
-    lsp_solver,
-    zero_variance,
-)
+from learners.advantages import group_index, grpo, lsp_challenger, lsp_solver, role_advantages, zero_variance
 
 
 def t(*xs: float) -> torch.Tensor:
@@ -56,47 +48,57 @@ def test_grpo_matches_a_reference_loop(data: list[tuple[int, float]]) -> None:
         assert float(fast[i]) == pytest.approx((r - mean) / (std + 1e-6), abs=1e-6)
 
 
+GAMES = torch.tensor([0, 0, 0, 1, 1, 1])
+ROLES = ["spy", "civilian", "civilian", "spy", "civilian", "civilian"]
+
+
 def test_rae_paper_reads_baseline_before_update() -> None:
-    rae = RoleBaselines(alpha=0.5, order="paper")
-    # game 0: spy -0.2, civilians 0.1, 0.1 ; game 1: spy 0.4, civilians -0.2, 0.0
-    rewards = t(-0.2, 0.1, 0.1, 0.4, -0.2, 0.0)
-    roles = ["spy", "civilian", "civilian", "spy", "civilian", "civilian"]
-    adv, keep = rae.advantages(rewards, roles, torch.tensor([0, 0, 0, 1, 1, 1]))
-    # game 0 uses b = 0; then b_spy = -0.1, b_civ = 0.05; game 1 subtracts those.
-    assert adv.tolist() == pytest.approx([-0.2, 0.1, 0.1, 0.5, -0.25, -0.05])
-    assert rae.values == pytest.approx({"spy": 0.5 * -0.1 + 0.5 * 0.4, "civilian": 0.5 * 0.05 + 0.5 * -0.1})
-    assert keep.all()
+    # game 0: spy -0.2, civilians 0.1, 0.3 ; game 1: spy 0.4, civilians -0.2, 0.0
+    rewards = t(-0.2, 0.1, 0.3, 0.4, -0.2, 0.0)
+    start = {"spy": 0.0}
+    adv, keep, values = role_advantages(rewards, ROLES, GAMES, start, alpha=0.75, order="paper")
+    # game 0 reads b = 0; then b_spy = 0.25*-0.2 = -0.05, b_civ = 0.25*0.2 = 0.05; game 1 subtracts those.
+    assert adv.tolist() == pytest.approx([-0.2, 0.1, 0.3, 0.45, -0.25, -0.05])
+    assert values == pytest.approx({"spy": 0.75 * -0.05 + 0.25 * 0.4, "civilian": 0.75 * 0.05 + 0.25 * -0.1})
+    assert keep.all() and start == {"spy": 0.0}, "the input baselines are not modified"
 
 
 def test_rae_code_updates_first_then_zscores_the_game() -> None:
-    rae = RoleBaselines(alpha=0.9, order="code")
     rewards = t(-0.3, 0.1, 0.2)
-    adv, _ = rae.advantages(rewards, ["spy", "civilian", "civilian"], torch.tensor([0, 0, 0]))
+    adv, _, values = role_advantages(rewards, ["spy", "civilian", "civilian"], torch.tensor([0, 0, 0]), {}, 0.9, "code")
     b_spy, b_civ = 0.1 * -0.3, 0.1 * 0.15
     raw = torch.tensor([-0.3 - b_spy, 0.1 - b_civ, 0.2 - b_civ], dtype=torch.float64)
     expected = (raw - raw.mean()) / (raw.std(unbiased=False) + 1e-6)
     assert adv.tolist() == pytest.approx(expected.tolist())
+    assert values == pytest.approx({"spy": b_spy, "civilian": b_civ})
 
 
 def test_rae_spiral_drops_zero_advantages() -> None:
-    rae = RoleBaselines(alpha=0.95, order="spiral")
-    adv, keep = rae.advantages(t(0.0, 0.5), ["spy", "civilian"], torch.tensor([0, 0]))
+    adv, keep, _ = role_advantages(t(0.0, 0.5), ["spy", "civilian"], torch.tensor([0, 0]), {}, 0.95, "spiral")
     assert adv.tolist() == [0.0, 0.5] and keep.tolist() == [False, True]
 
 
-def test_rae_state_round_trip() -> None:
-    a = RoleBaselines(alpha=0.8, order="code", values={"spy": -0.1})
-    b = RoleBaselines()
-    b.load_state_dict(a.state_dict())
-    assert b == a
+def test_rae_matches_a_reference_loop() -> None:
+    gen = torch.Generator().manual_seed(0)
+    rewards = torch.rand(30, generator=gen, dtype=torch.float64) - 0.5
+    games = torch.arange(30) // 5
+    roles = ["spy" if i % 5 == 2 else "civilian" for i in range(30)]
+    adv, _, values = role_advantages(rewards, roles, games, {"spy": 0.1}, alpha=0.8, order="paper")
+    b = {"spy": 0.1, "civilian": 0.0}
+    for g in range(6):
+        idx = [i for i in range(30) if int(games[i]) == g]
+        for role in ("civilian", "spy"):
+            members = [i for i in idx if roles[i] == role]
+            for i in members:
+                assert float(adv[i]) == pytest.approx(float(rewards[i]) - b[role])
+            b[role] = 0.8 * b[role] + 0.2 * sum(float(rewards[i]) for i in members) / len(members)
+    assert values == pytest.approx(b)
 
 
 def test_lsp_solver_and_challenger() -> None:
     rewards, queries = t(1, 3, 0, 0, 6), torch.tensor([0, 0, 1, 1, 1])
     assert lsp_solver(rewards, queries).tolist() == pytest.approx([-1, 1, -2, -2, 4])
-    values = lsp_query_values(rewards, queries)
-    assert values.tolist() == pytest.approx([2, 2])
-    v = t(2, 5, 8)
-    assert lsp_challenger(v).tolist() == pytest.approx([3, 0, -3])  # mean V - V(q)
-    # rewards -V + V_Q = -1, -4, -4 (mean -3)
-    assert lsp_challenger(v, self_reward=t(1, 1, 4)).tolist() == pytest.approx([2, -1, -1])
+    # challenger rewards -V(q) for V = 2, 5, 8: advantage mean V - V(q)
+    assert lsp_challenger(t(-2, -5, -8)).tolist() == pytest.approx([3, 0, -3])
+    # LSP: rewards -V + V_Q = -1, -4, -4 (mean -3)
+    assert lsp_challenger(t(-1, -4, -4)).tolist() == pytest.approx([2, -1, -1])

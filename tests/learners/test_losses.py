@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from learners.losses import aggregate, clipped_surrogate, kl_penalty, reinforce_detached, token_weights
+from learners.losses import aggregate, clipped_surrogate, kl_penalty, reinforce_detached, aggregation_weights
 
 
 def test_clipped_surrogate_hand_computed() -> None:
@@ -60,7 +60,7 @@ def test_micro_batch_weights_reproduce_the_full_batch_loss(mode: str) -> None:
     full = aggregate(loss, mask, mode, constant=7.0)  # type: ignore[arg-type]
     n_tok = float(mask.sum())
     parts = sum(
-        float((loss[i:j] * token_weights(mask[i:j], mode, n_tok, 5, 7.0)).sum())  # type: ignore[arg-type]
+        float((loss[i:j] * aggregation_weights(mask[i:j], mode, n_tok, 5, 7.0)).sum())  # type: ignore[arg-type]
         for i, j in [(0, 2), (2, 5)]
     )
     assert parts == pytest.approx(float(full))

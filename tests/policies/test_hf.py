@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from policies.base import Request, SamplingParams
-from policies.hf import sampling_logprobs
+from policies.hf import HFPolicy, sampling_logprobs
 
 pytestmark = pytest.mark.slow
 
@@ -60,6 +60,52 @@ def test_left_padding_does_not_change_greedy_output(smol_fp32) -> None:
     alone = smol_fp32.generate([short])[0]
     batched = smol_fp32.generate([short, long])[0]
     assert alone.completion_ids == batched.completion_ids
+
+
+def test_one_call_gives_each_request_its_own_sampling(smol_fp32) -> None:
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=4, stop=(" ",))
+    sampled = SamplingParams(temperature=1.0, max_new_tokens=12)
+    short = Request(messages=[{"role": "user", "content": "Say hello to the world."}], params=greedy)
+    story = Request(messages=[{"role": "user", "content": "Tell me a long story about a fox."}], params=sampled, seed=3)
+    a, b = smol_fp32.generate([short, story])
+    assert 0 < len(a.completion_ids) <= 4 and " " not in a.text
+    assert 4 < len(b.completion_ids) <= 12, "the sampled request is not capped by the greedy one's budget"
+    assert a.finish_reason == "stop" or len(a.completion_ids) == 4
+    assert b.finish_reason == "stop" or len(b.completion_ids) == 12
+    (alone,) = smol_fp32.generate([short])
+    assert (alone.completion_ids, alone.text) == (a.completion_ids, a.text)
+    (again,) = smol_fp32.generate([story])
+    assert again.completion_ids == b.completion_ids
+
+
+def _long_request(params: SamplingParams) -> Request:
+    text = " ".join(f"item {k}," for k in range(60)) + " Which item came last?"
+    return Request(messages=[{"role": "user", "content": text}], params=params)
+
+
+def test_prompts_over_the_context_are_truncated_without_failing_the_batch(smol_fp32) -> None:
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    small = HFPolicy(smol_fp32.model, smol_fp32.tokenizer, max_model_len=96, name="small")
+    assert smol_fp32.max_model_len == smol_fp32.model.config.max_position_embeddings == 8192
+    short, long = Request(messages=[{"role": "user", "content": "Hi"}], params=params), _long_request(params)
+    full = small.encode(long)
+    assert len(full) > 96 and len(small.encode(short)) + 8 <= 96
+    a, b = small.generate([short, long])
+    assert not a.prompt_truncated and a.completion_ids == smol_fp32.generate([short])[0].completion_ids
+    assert b.prompt_truncated and b.prompt_ids == full[-(96 - 8) :]
+    assert len(b.prompt_ids) + len(b.completion_ids) <= 96 and b.finish_reason in ("stop", "length")
+    assert b.completion_ids == smol_fp32.generate_ids([b.prompt_ids], params)[0].completion_ids
+
+
+def test_prompts_over_the_context_end_with_an_overflow_completion(smol_fp32) -> None:
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    small = HFPolicy(smol_fp32.model, smol_fp32.tokenizer, max_model_len=96, overflow="end", name="small")
+    short = Request(messages=[{"role": "user", "content": "Hi"}], params=params)
+    a, b, c = small.generate([short, _long_request(params), short])
+    assert a.completion_ids and a.completion_ids == c.completion_ids and a.finish_reason in ("stop", "length")
+    assert (b.text, b.prompt_ids, b.completion_ids, b.finish_reason) == ("", [], [], "overflow")
+    with pytest.raises(ValueError, match="overflow must be one of"):
+        HFPolicy(smol_fp32.model, smol_fp32.tokenizer, overflow="drop")  # type: ignore[arg-type]
 
 
 def test_top_p_transform_keeps_the_nucleus() -> None:

@@ -48,3 +48,61 @@ def test_interrupted_conversion_is_redone(monkeypatch: pytest.MonkeyPatch, tmp_p
     folder = Path(resolve_model("smollm2-135m"))
     assert folder == broken and (folder / _COMPLETE).is_file()
     assert "half written" not in (folder / "config.json").read_text()
+
+
+def _tiny_model(folder: Path, architecture: str = "LlamaForCausalLM") -> Path:
+    """A real, tiny (random) model folder: enough for resolution and loading, no download."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=128,
+    )
+    getattr(transformers, architecture)(config).save_pretrained(folder)
+    return folder
+
+
+def _run_folder(tmp_path: Path, steps: list[int]) -> Path:
+    run = tmp_path / "run"
+    for step in steps:
+        _tiny_model(run / "checkpoints" / f"step_{step:06d}" / "model")
+    return run
+
+
+def test_checkpoint_folder_resolves_to_its_model(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    run = _run_folder(tmp_path, [12])
+    checkpoint = run / "checkpoints" / "step_000012"
+    assert resolve_model(str(checkpoint)) == str(checkpoint / "model")
+    assert AutoModelForCausalLM.from_pretrained(resolve_model(str(checkpoint))).config.hidden_size == 16
+
+
+def test_run_folder_resolves_to_the_newest_complete_checkpoint(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path, [9, 10, 2])
+    assert resolve_model(str(run)) == str(run / "checkpoints" / "step_000010" / "model")
+    # Newer but incomplete (no weights), a temporary folder mid-save, a stray file: all ignored.
+    incomplete = run / "checkpoints" / "step_000011" / "model"
+    incomplete.mkdir(parents=True)
+    (incomplete / "config.json").write_text("{}")
+    _tiny_model(run / "checkpoints" / ".tmp-step_000013" / "model")
+    (run / "checkpoints" / "step_000014").write_text("not a folder")
+    assert resolve_model(str(run)) == str(run / "checkpoints" / "step_000010" / "model")
+    # Steps compare as numbers, not strings.
+    _tiny_model(run / "checkpoints" / "step_1000000" / "model")
+    assert resolve_model(str(run)) == str(run / "checkpoints" / "step_1000000" / "model")
+
+
+def test_run_folder_without_a_complete_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoints" / ".tmp-step_000001" / "model").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"run folder .*run has no complete checkpoint \(checkpoints/step_"):
+        resolve_model(str(run))
+
+
+def test_reward_model_loader_refuses_a_causal_lm(tmp_path: Path) -> None:
+    from policies.models import load_reward_model
+
+    folder = _tiny_model(tmp_path / "lm")
+    with pytest.raises(ValueError, match="is a LlamaForCausalLM, not a \\*ForSequenceClassification model"):
+        load_reward_model(str(folder))

@@ -17,9 +17,7 @@ import urllib.request
 import pytest
 import torch
 
-from arena.runner import Runner
-from games.spy import SpyGame
-from policies.base import Request, SamplingParams
+from policies.base import Request, SamplingParams, chat_prompt_ids
 from policies.openai import OpenAIPolicy
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed")
@@ -44,6 +42,43 @@ def test_engine_generates_with_sampling_logprobs(engine) -> None:
         assert all(lp <= 0 for lp in c.logprobs)
     again = engine.generate(reqs)
     assert [c.completion_ids for c in again] == [c.completion_ids for c in out], "per-request seeds reproduce"
+
+
+def _long_request(params: SamplingParams, seed: int | None = None) -> Request:
+    text = " ".join(f"item {k}," for k in range(400)) + " Which item came last?"  # ~2000 tokens > 1024
+    return Request(messages=[{"role": "user", "content": text}], params=params, seed=seed)
+
+
+def test_engine_prompts_over_the_context_never_fail_the_batch(engine) -> None:
+    params = SamplingParams(temperature=1.0, max_new_tokens=8)
+    short = Request(messages=[{"role": "user", "content": "Hi"}], params=params, seed=1)
+    long = _long_request(params, seed=2)
+    assert engine.max_model_len == 1024 and len(engine.encode(long)) > 1024
+    a, b = engine.generate([short, long])
+    assert not a.prompt_truncated and 0 < len(a.completion_ids) <= 8
+    assert b.prompt_truncated and b.prompt_ids == engine.encode(long)[-(1024 - 8) :]
+    assert 0 < len(b.completion_ids) <= 8 and b.finish_reason in ("stop", "length")
+    engine.overflow = "end"
+    try:
+        a2, b2 = engine.generate([short, long])
+    finally:
+        engine.overflow = "truncate"
+    assert a2.completion_ids == a.completion_ids
+    assert (b2.text, b2.completion_ids, b2.finish_reason) == ("", [], "overflow")
+
+
+def test_engine_gives_each_request_its_own_sampling(engine) -> None:
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=4, stop=(" ",))
+    sampled = SamplingParams(temperature=1.0, max_new_tokens=12)
+    short = Request(messages=[{"role": "user", "content": "Say hello to the world."}], params=greedy, seed=5)
+    story = Request(messages=[{"role": "user", "content": "Tell me a long story about a fox."}], params=sampled, seed=3)
+    a, b = engine.generate([short, story])
+    assert 0 < len(a.completion_ids) <= 4 and " " not in a.text
+    assert 4 < len(b.completion_ids) <= 12
+    assert a.finish_reason == "stop" or len(a.completion_ids) == 4
+    assert b.finish_reason == "stop" or len(b.completion_ids) == 12
+    (alone,) = engine.generate([short.model_copy(update={"seed": 99})])
+    assert (alone.completion_ids, alone.text) == (a.completion_ids, a.text), "greedy ignores the seed"
 
 
 def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> None:
@@ -117,6 +152,9 @@ def server():
 
 
 def test_spy_games_through_a_local_vllm_server(server: str) -> None:
+    from arena.runner import Runner
+    from games.spy import SpyGame
+
     policy = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", name="served")
     params = SamplingParams(temperature=1.0, max_new_tokens=24)
     runner = Runner(lambda: SpyGame(n_players=3, task="math"), {"served": policy}, sampling={"served": params}, num_envs=2)
@@ -128,3 +166,37 @@ def test_spy_games_through_a_local_vllm_server(server: str) -> None:
     chat = OpenAIPolicy(server, "smol", api="chat", name="chat")
     (reply,) = chat.generate([Request(messages=[{"role": "user", "content": "Say hi."}], params=params)])
     assert isinstance(reply.text, str)
+
+
+def test_server_prompts_over_the_context_never_fail_the_batch(server: str) -> None:
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    short, long = Request(messages=[{"role": "user", "content": "Hi"}], params=params), _long_request(params)
+    # completions: the limit comes from the server's /v1/models; the prompt is cut here.
+    policy = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", name="served")
+    a, b = policy.generate([short, long])
+    assert policy.context_length() == 1024
+    assert a.completion_ids and not a.prompt_truncated
+    full = chat_prompt_ids(policy.tokenizer, long.messages)
+    assert b.prompt_truncated and b.prompt_ids == full[-(1024 - 8) :] and b.completion_ids
+    ended = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", overflow="end", name="served")
+    assert ended.generate([short, long])[1].finish_reason == "overflow"
+    # A limit the client gets wrong: the server's 400 ends that request alone.
+    wrong = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", max_model_len=100_000, name="served")
+    a, b = wrong.generate([short, long])
+    assert a.completion_ids and (b.text, b.completion_ids, b.finish_reason) == ("", [], "overflow")
+    # chat: the server tokenises; its 400 ends that request alone.
+    chat = OpenAIPolicy(server, "smol", api="chat", name="chat")
+    a, b = chat.generate([short, long])
+    assert a.text and b.finish_reason == "overflow"
+
+
+def test_server_honours_greedy_and_stop_strings(server: str) -> None:
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=16, stop=(",",))
+    req = Request(messages=[{"role": "user", "content": "List five colours separated by commas."}], params=greedy)
+    for api in ("completions", "chat"):
+        policy = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", api=api, name=api)  # type: ignore[arg-type]
+        a, b = policy.generate([req, req.model_copy(update={"seed": 7})])
+        assert a.text == b.text and "," not in a.text, api
+        assert a.finish_reason in ("stop", "length")
+        if api == "completions":
+            assert a.completion_ids == b.completion_ids and len(a.completion_ids) <= 16

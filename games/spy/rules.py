@@ -1,7 +1,7 @@
 """SpyRL's rules as pure functions: masking, parsing, rewards.
 
-Nothing here touches an env or global state; ``games/spy.py`` wires these into
-PettingZoo and its module docstring is the spec they implement.
+Nothing here touches an env or global state; ``games/spy/env.py`` wires these into
+PettingZoo and ``games/spy/__init__.py``'s docstring is the spec they implement.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 
 from arena.game import Invalid
+from arena.rules import last_boxed
 
 NA = "N/A"
 Vote = int | Literal["N/A"]
@@ -100,21 +101,6 @@ def parse_answer(text: str, require_answer_line: bool) -> str | None:
     return answer or None
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` with balanced braces, or None."""
-    pos = text.rfind("\\boxed{")
-    while pos != -1:
-        depth, i = 1, pos + len("\\boxed{")
-        start = i
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[start : i - 1]
-        pos = text.rfind("\\boxed{", 0, pos)
-    return None
-
-
 _NA_FORMS = {"n/a", "na", "none", "n.a.", "n / a"}
 _PLAYER_PREFIX = re.compile(r"(?i)^(?:player|p)\s*")
 
@@ -156,6 +142,12 @@ def vote_counts(votes: Sequence[Vote | None], n_players: int) -> list[int]:
         if isinstance(v, int) and not isinstance(v, bool):
             counts[v] += 1
     return counts
+
+
+def spy_caught(counts: Sequence[int], spy: int) -> bool:
+    """The spy is caught when it alone received the most valid votes (and at least one)."""
+    top = max(counts)
+    return top > 0 and counts[spy] == top and counts.count(top) == 1
 
 
 def performing_rewards(counts: Sequence[int], spy: int, beta: float, lam: float) -> list[float]:

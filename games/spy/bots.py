@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from games.spy import SpyObservation
+from games.spy.types import SpyObservation
 
 QUOTE_WORDS = 200
 

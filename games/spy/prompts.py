@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from arena.types import ChatMessage
 
 if TYPE_CHECKING:
-    from games.spy import SpyObservation
+    from games.spy.types import SpyObservation
 
 TASK_NAMES = {"summary": "source text", "story": "story premise", "math": "math problem"}
 

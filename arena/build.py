@@ -1,0 +1,181 @@
+"""Assembly: the one place that turns a validated config into policies, a runner and game state.
+
+``policies/`` knows nothing of configs and ``learners/`` owns no training loop;
+this module reads :class:`~arena.config.ArenaConfig` and builds the parts the
+CLIs (train, play, eval, tournament) share:
+
+* :func:`build_policies`: the policy table, restricted to the names a run
+  uses. Scripted bots are checked first, so a typo fails before a model loads.
+  Frozen transformers models are loaded once per (model, dtype, device) in a
+  :class:`ModelStore`; the same object serves every seat that uses it and,
+  through :func:`reference_model`, the learner's KL reference.
+* :func:`sampling_table`: (policy, phase) -> sampling settings.
+* :func:`build_runner`: the batched runner with the seat map, sampling and the
+  game's cross-episode state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.config import (
+    ArenaConfig,
+    ConfigError,
+    HumanSpec,
+    ModelPolicySpec,
+    RewardModelSpec,
+    ScriptedSpec,
+)
+from arena.game import GameState
+from arena.runner import Runner, SamplingFn, SeatMap
+from policies.base import Policy, SamplingParams
+
+
+@dataclass
+class ModelStore:
+    """Transformers models loaded once per (resolved model, dtype, device) and shared."""
+
+    models: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict)
+
+    def get(self, name: str, dtype: str, device: str) -> tuple[Any, Any]:
+        from policies.models import load_causal_lm, resolve_model
+
+        key = (resolve_model(name), dtype, device)
+        if key not in self.models:
+            model, tokenizer = load_causal_lm(name, dtype=dtype, device=device)
+            model.requires_grad_(False)
+            self.models[key] = (model, tokenizer)
+        return self.models[key]
+
+
+def used_policies(cfg: ArenaConfig, seats: Iterable[str] = ()) -> list[str]:
+    """Policy names the seat table (and ``seats`` of extra seat maps) name, plus the trainable one."""
+    names = list(dict.fromkeys([*cfg.seat_table().values(), *seats]))
+    if cfg.trainable and cfg.trainable not in names:
+        names.append(cfg.trainable)
+    return names
+
+
+def build_policies(
+    cfg: ArenaConfig, names: Iterable[str] | None = None, store: ModelStore | None = None, **hf_kwargs: Any
+) -> dict[str, Policy]:
+    """Policies by name for ``names`` (default: those the config uses)."""
+    from policies.scripted import ScriptedPolicy, make_bot
+
+    names = list(names) if names is not None else used_policies(cfg)
+    store = store or ModelStore()
+    specs = {}
+    for name in names:
+        try:
+            specs[name] = cfg.policy_spec(name)
+        except KeyError:
+            raise ConfigError(f"seats: unknown policy {name!r}; known: {', '.join(cfg.policies)}") from None
+    policies: dict[str, Policy] = {}
+    for name, spec in specs.items():  # bots first: a typo fails before any model loads
+        if isinstance(spec, ScriptedSpec):
+            try:
+                policies[name] = ScriptedPolicy(make_bot(cfg.game.cls, spec.bot), name=name)
+            except ValueError as e:
+                raise ConfigError(f"policies.{name}.bot: {e}") from None
+    for name, spec in specs.items():
+        if isinstance(spec, HumanSpec):
+            from policies.human import HumanPolicy
+
+            policies[name] = HumanPolicy()
+        elif isinstance(spec, RewardModelSpec):
+            from policies.reward_model import RewardModelPolicy
+
+            policies[name] = RewardModelPolicy(
+                spec.model, dtype=spec.dtype, device=spec.device, max_batch_size=spec.max_batch_size,
+                max_length=spec.max_length, label_index=spec.label_index, name=name,
+            )
+        elif isinstance(spec, ModelPolicySpec):
+            policies[name] = make_model_policy(spec, name, store, **hf_kwargs)
+    return policies
+
+
+def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwargs: Any) -> Policy:
+    """The configured generation backend for one model policy."""
+    if spec.backend == "hf":
+        from policies.hf import HFPolicy
+
+        model: Any = spec.model
+        tokenizer = None
+        if not spec.trainable:  # frozen weights: one shared copy per (model, dtype, device)
+            model, tokenizer = store.get(spec.model, spec.dtype, spec.device)
+        return HFPolicy(
+            model, tokenizer=tokenizer, dtype=spec.dtype, device=spec.device, max_batch_size=spec.max_batch_size,
+            max_batch_tokens=spec.max_batch_tokens, name=name, max_model_len=spec.max_model_len,
+            overflow=spec.overflow, **kwargs,
+        )
+    if spec.backend == "vllm":
+        from policies.vllm import VLLMPolicy
+
+        return VLLMPolicy(
+            spec.model, dtype=spec.dtype, max_model_len=spec.max_model_len or 2048,
+            gpu_memory_utilization=spec.gpu_memory_utilization, tensor_parallel_size=spec.tensor_parallel_size,
+            enable_sleep_mode=spec.enable_sleep_mode, name=name, kv_cache_gb=spec.kv_cache_gb,
+            seeded=spec.seeded_sampling, overflow=spec.overflow,
+        )
+    from policies.openai import OpenAIPolicy
+
+    if spec.base_url is None:  # the spec's validator already requires it
+        raise ConfigError(f"policies.{name}.base_url: backend 'openai' needs base_url")
+    key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+    return OpenAIPolicy(
+        spec.base_url, spec.model, api=spec.api, api_key=key, timeout_s=spec.timeout_s, retries=spec.retries,
+        name=name, max_model_len=spec.max_model_len, overflow=spec.overflow,
+    )
+
+
+def sampling_table(cfg: ArenaConfig) -> SamplingFn:
+    """(policy name, phase) -> the policy's sampling with that phase's overrides."""
+    specs = {n: s for n, s in cfg.policies.items() if isinstance(s, ModelPolicySpec)}
+    cache: dict[tuple[str, str], SamplingParams] = {}
+
+    def params(policy: str, phase: str) -> SamplingParams:
+        if (policy, phase) not in cache:
+            spec = specs.get(policy)
+            cache[(policy, phase)] = spec.params_for(phase) if spec is not None else SamplingParams()
+        return cache[(policy, phase)]
+
+    return params
+
+
+def reference_model(cfg: ArenaConfig, policies: dict[str, Policy], store: ModelStore, device: str) -> Any:
+    """The frozen KL reference: a named policy's model, a frozen seat model on the trainable
+    model (``auto``), or else a float32 copy of the trainable policy's initial weights."""
+    from policies.models import resolve_model
+
+    choice = cfg.learner.reference
+    trainable = cfg.policies[cfg.trainable]  # type: ignore[index]
+    if choice != "auto":
+        spec = cfg.policies.get(choice)
+        if not isinstance(spec, ModelPolicySpec) or spec.trainable or spec.backend != "hf":
+            raise ConfigError(f"learner.reference: {choice!r} is not a frozen hf model policy; use 'auto' or one of "
+                              f"{', '.join(n for n, s in cfg.policies.items() if isinstance(s, ModelPolicySpec) and not s.trainable and s.backend == 'hf') or '(none)'}")
+        return store.get(spec.model, spec.dtype, spec.device)[0]
+    target = resolve_model(trainable.model)
+    for name, spec in cfg.policies.items():
+        if (isinstance(spec, ModelPolicySpec) and not spec.trainable and spec.backend == "hf"
+                and name in policies and resolve_model(spec.model) == target):
+            return store.get(spec.model, spec.dtype, spec.device)[0]
+    return store.get(trainable.model, "float32", device)[0]
+
+
+def build_runner(
+    cfg: ArenaConfig,
+    policies: dict[str, Policy],
+    state: GameState | None = None,
+    num_envs: int | None = None,
+    progress: bool | None = None,
+) -> Runner:
+    return Runner(
+        cfg.game.make_env, policies, SeatMap(cfg.seat_table()), sampling_table(cfg),
+        num_envs=num_envs or cfg.runner.num_envs,
+        progress=cfg.runner.progress if progress is None else progress,
+        state=state,
+    )

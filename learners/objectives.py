@@ -1,0 +1,186 @@
+"""Extra objective terms added to the policy-gradient loss, registered by name (``learner.objectives``).
+
+An objective is a class built from ``(options, coef)``. It declares the
+``probes`` it needs (names of ``Sample.probes``: other prompts for the same
+completion, e.g. AUSO's teacher context) and ``topk`` (how many of each probe's
+most likely tokens it reads; 0: the full vocabulary). For each micro-batch the
+learner calls ``loss(ctx)``; the returned scalar must be normalised with
+``ctx.totals`` so that the sum over micro-batches is the full-batch term (the
+gradient does not depend on the token budget). Probe distributions are computed
+once per step, from the weights before the update, by no-grad forward passes on
+``probe_prompt_ids + completion_ids``.
+
+Shapes: ``b`` rows, ``T`` completion positions, ``V`` vocabulary, ``k`` top-k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from learners.progress import Progress
+
+if TYPE_CHECKING:
+    from learners.config import ObjectiveConfig
+    from learners.update import MicroBatch
+
+
+@dataclass(frozen=True)
+class ProbeDist:
+    """A probe's no-grad distribution over the completion tokens of a micro-batch.
+
+    ``index: (b, T, k)`` its top-k token ids (most likely first) or None for the full
+    vocabulary; ``logp: (b, T, k)`` (or ``(b, T, V)``) their log-probs; ``tail: (b, T)``
+    the log of the remaining mass; ``present: (b,) bool`` rows that have the probe
+    (the others were scored on their own prompt and must be ignored).
+    """
+
+    index: torch.Tensor | None
+    logp: torch.Tensor
+    tail: torch.Tensor | None
+    present: torch.Tensor
+
+
+@dataclass(frozen=True)
+class BatchTotals:
+    """Counts over the WHOLE batch, for normalising a micro-batch's share of a term."""
+
+    samples: int
+    tokens: float
+    probe_samples: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class ObjectiveContext:
+    """What an objective term sees for one micro-batch.
+
+    ``logp: (b, T, V)`` the policy's log-softmax at the sampling temperature (with
+    grad); ``weights: (b,)`` the samples' loss weights; ``probes`` by name.
+    """
+
+    batch: MicroBatch
+    logp: torch.Tensor
+    probes: Mapping[str, ProbeDist]
+    weights: torch.Tensor
+    progress: Progress | None
+    totals: BatchTotals
+
+    def topk_tail(self, probe: str, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Policy (with grad) and probe (no grad) log-probs over the probe's top-``k`` tokens
+        plus one tail bin, and the rows that have the probe. ``-> (b,T,k+1), (b,T,k+1), (b,)``.
+        ``k`` at most the ``topk`` the objective declared."""
+        d = self.probes[probe]
+        if d.index is None:
+            return self.logp, d.logp, d.present
+        index = d.index[..., :k]
+        q_tail = torch.cat([d.logp[..., k:], d.tail[..., None]], dim=-1).logsumexp(-1)  # type: ignore[index]
+        q = torch.cat([d.logp[..., :k], q_tail[..., None]], dim=-1)
+        p_top = self.logp.gather(-1, index)
+        p_tail = self.logp.scatter(-1, index, float("-inf")).logsumexp(-1)
+        return torch.cat([p_top, p_tail[..., None]], dim=-1), q, d.present
+
+
+class Objective:
+    """Base of the terms: ``probes`` and ``topk`` it needs, ``loss(ctx)`` its scaled share."""
+
+    probes: tuple[str, ...] = ()
+    topk: int = 0
+
+    def __init__(self, options: Any, coef: float):
+        self.options = options
+        self.coef = coef
+
+    def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class NoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    name: str
+    cls: type[Objective]
+    options: type[BaseModel]
+
+
+OBJECTIVES: dict[str, ObjectiveSpec] = {}
+
+
+def register_objective(name: str, options: type[BaseModel] = NoOptions) -> Callable[[type[Objective]], type[Objective]]:
+    def decorate(cls: type[Objective]) -> type[Objective]:
+        if name in OBJECTIVES:
+            raise ValueError(f"objective {name!r} is already registered")
+        OBJECTIVES[name] = ObjectiveSpec(name, cls, options)
+        return cls
+
+    return decorate
+
+
+def get_objective(name: str) -> ObjectiveSpec:
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r}; known: {', '.join(sorted(OBJECTIVES))}")
+    return OBJECTIVES[name]
+
+
+def build_objectives(cfgs: Sequence[ObjectiveConfig]) -> list[tuple[str, Objective]]:
+    """``(stat key, term)`` per configured objective; a repeated name gets ``#2``, ``#3``, ..."""
+    out: list[tuple[str, Objective]] = []
+    seen: dict[str, int] = {}
+    for c in cfgs:
+        spec = get_objective(c.name)
+        seen[c.name] = seen.get(c.name, 0) + 1
+        key = f"obj/{c.name}" + (f"#{seen[c.name]}" if seen[c.name] > 1 else "")
+        out.append((key, spec.cls(spec.options.model_validate(c.options), c.coef)))
+    return out
+
+
+def jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence between log-distributions over the last dim. ``(..., K) -> (...)``."""
+    m = torch.logaddexp(p, q) - math.log(2.0)
+    return 0.5 * (p.exp() * (p - m)).sum(-1) + 0.5 * (q.exp() * (q - m)).sum(-1)
+
+
+class JsdDistillOptions(BaseModel):
+    """AUSO's internalisation term."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probe: str = Field(default="teacher", description="Sample.probes entry whose distribution is the (detached) teacher.")
+    topk: int = Field(
+        default=64, ge=1, description="Teacher's most likely tokens compared one by one; the rest form one tail bin."
+    )
+
+
+@register_objective("jsd_distill", options=JsdDistillOptions)
+class JsdDistill(Objective):
+    """``coef * mean_samples mean_tokens JSD(pi_topk+tail || teacher_topk+tail)``.
+
+    Per completion token: the policy's distribution on the teacher's top-k tokens
+    plus one tail bin, against the detached teacher (the same model given the
+    probe prompt) on the same bins. Token mean per sample, then the mean over the
+    batch's samples that have the probe; samples without it contribute 0. The
+    samples' loss weights do not apply (``coef`` is this term's weight).
+    """
+
+    def __init__(self, options: JsdDistillOptions, coef: float):
+        super().__init__(options, coef)
+        self.probes = (options.probe,)
+        self.topk = options.topk
+
+    def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
+        probe = self.options.probe
+        n = ctx.totals.probe_samples.get(probe, 0)
+        if n == 0 or probe not in ctx.probes:
+            return ctx.logp.new_zeros(())
+        k = min(self.topk, ctx.logp.shape[-1] - 1)
+        p, q, present = ctx.topk_tail(probe, k)
+        mask = ctx.batch.completion_mask * present[:, None].to(ctx.batch.completion_mask.dtype)  # (b, T)
+        per_sample = (jsd(p, q) * mask).sum(-1) / ctx.batch.completion_mask.sum(-1).clamp(min=1.0)  # (b,)
+        return self.coef * per_sample.sum() / n

@@ -1,0 +1,67 @@
+"""SpyRL is unchanged by the core refactor (slow: the built-in model).
+
+``tests/golden/spy_2steps.json`` was recorded BEFORE the refactor, with the code
+of commit 04a36d7 (``games/spy.yaml``, old config keys)::
+
+    python -m arena.train games/spy.yaml --set game.n_players=4 --set game.task=math \\
+      --set policy.max_new_tokens=16 --set runner.num_envs=4 --set runner.progress=false \\
+      --set train.games_per_step=4 --set train.steps=2 --set train.checkpoint_every=2 \\
+      --set train.plot=false --set learner.lr=1e-4 --set train.schedule.mode=fixed \\
+      --set runner.episodes_jsonl=episodes.jsonl --set train.seed=7
+
+keeping every non-timing metric and each turn's seat, role, phase, completion,
+token ids, parsed action, validity and reward. The same run with today's config
+keys must give the same episodes and every recorded metric within 1e-6. Step 1
+trains the votes (GRPO), step 2 the performing turns (RAE), so both estimators
+and the schedule are covered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.types import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden" / "spy_2steps.json"
+SETS = [
+    "game.n_players=4", "game.task=math", "policies.learner.sampling.max_new_tokens=16", "runner.num_envs=4",
+    "runner.progress=false", "train.games_per_step=4", "train.steps=2", "train.checkpoint_every=2", "train.plot=false",
+    "learner.lr=1e-4", "runner.episodes_jsonl=episodes.jsonl", "train.seed=7",
+]
+TURN_FIELDS = ("seat", "role", "phase", "completion", "completion_ids", "action", "valid", "reward")
+TIMING = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s")
+
+
+def summarise(run: Path) -> dict:
+    """What the golden file keeps of a run folder."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    episodes = [[{k: getattr(t, k) for k in TURN_FIELDS} for t in ep.turns] for ep in read_jsonl(run / "episodes.jsonl")]
+    return {"metrics": [{k: v for k, v in r.items() if k not in TIMING} for r in rows], "episodes": episodes}
+
+
+@pytest.mark.slow
+def test_spy_training_matches_the_pre_refactor_golden_run(tmp_path: Path) -> None:
+    golden = json.loads(GOLDEN.read_text())
+    run = tmp_path / "run"
+    args = [a for s in SETS for a in ("--set", s)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *args, "--run-dir", str(run)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    now = summarise(run)
+    assert now["episodes"] == golden["episodes"], "the same seeds no longer give the same episodes"
+    assert len(now["metrics"]) == len(golden["metrics"])
+    for want, got in zip(golden["metrics"], now["metrics"], strict=True):
+        for key, value in want.items():
+            assert key in got, f"metric {key} is gone"
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-6), key
+            else:
+                assert got[key] == value, key
