@@ -88,8 +88,10 @@ def build_policies(
         elif isinstance(spec, RewardModelSpec):
             from policies.reward_model import RewardModelPolicy
 
+            from policies.hardware import resolve_dtype
+
             policies[name] = RewardModelPolicy(
-                spec.model, dtype=spec.dtype, device=spec.device, max_batch_size=spec.max_batch_size,
+                spec.model, dtype=resolve_dtype(spec.dtype, spec.device), device=spec.device, max_batch_size=spec.max_batch_size,
                 max_length=spec.max_length, label_index=spec.label_index, name=name,
             )
         elif isinstance(spec, ModelPolicySpec):
@@ -105,9 +107,9 @@ def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwa
         model: Any = spec.model
         tokenizer = None
         if not spec.trainable:  # frozen weights: one shared copy per (model, dtype, device)
-            model, tokenizer = store.get(spec.model, spec.dtype, spec.device)
+            model, tokenizer = store.get(spec.model, spec.resolved_dtype, spec.device)
         return HFPolicy(
-            model, tokenizer=tokenizer, dtype=spec.dtype, device=spec.device, max_batch_size=spec.max_batch_size,
+            model, tokenizer=tokenizer, dtype=spec.resolved_dtype, device=spec.device, max_batch_size=spec.max_batch_size,
             max_batch_tokens=spec.max_batch_tokens, name=name, max_model_len=spec.max_model_len,
             overflow=spec.overflow, **kwargs,
         )
@@ -115,7 +117,7 @@ def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwa
         from policies.vllm import VLLMPolicy
 
         return VLLMPolicy(
-            spec.model, dtype=spec.dtype, max_model_len=spec.max_model_len or 2048,
+            spec.model, dtype=spec.resolved_dtype, max_model_len=spec.max_model_len or 2048,
             gpu_memory_utilization=spec.gpu_memory_utilization, tensor_parallel_size=spec.tensor_parallel_size,
             enable_sleep_mode=spec.enable_sleep_mode, name=name, kv_cache_gb=spec.kv_cache_gb,
             seeded=spec.seeded_sampling, overflow=spec.overflow,
@@ -157,12 +159,12 @@ def reference_model(cfg: ArenaConfig, policies: dict[str, Policy], store: ModelS
         if not isinstance(spec, ModelPolicySpec) or spec.trainable or spec.backend != "hf":
             raise ConfigError(f"learner.reference: {choice!r} is not a frozen hf model policy; use 'auto' or one of "
                               f"{', '.join(n for n, s in cfg.policies.items() if isinstance(s, ModelPolicySpec) and not s.trainable and s.backend == 'hf') or '(none)'}")
-        return store.get(spec.model, spec.dtype, spec.device)[0]
+        return store.get(spec.model, spec.resolved_dtype, spec.device)[0]
     target = resolve_model(trainable.model)
     for name, spec in cfg.policies.items():
         if (isinstance(spec, ModelPolicySpec) and not spec.trainable and spec.backend == "hf"
                 and name in policies and resolve_model(spec.model) == target):
-            return store.get(spec.model, spec.dtype, spec.device)[0]
+            return store.get(spec.model, spec.resolved_dtype, spec.device)[0]
     return store.get(trainable.model, "float32", device)[0]
 
 

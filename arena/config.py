@@ -10,6 +10,7 @@ any key; the value is parsed as YAML (``--set game.n_players=4``).
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,8 +85,10 @@ class ModelPolicySpec(BaseModel):
     backend: Literal["hf", "vllm", "openai"] = Field(
         default="hf", description="hf: transformers; vllm: in-process vLLM engine; openai: an OpenAI-compatible server."
     )
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="bfloat16", description="Generation dtype (bfloat16 is faster on CPUs with AVX512-BF16)."
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto",
+        description="Generation dtype; auto: bfloat16 where it is fast (CUDA, CPUs with AVX512-BF16/AMX), else "
+        "float32 (policies/hardware.py has the measurement).",
     )
     device: str = Field(default="cpu", description="torch device for hf generation.")
     sampling: SamplingSection = Field(default_factory=SamplingSection, description="Sampling settings.")
@@ -134,6 +137,12 @@ class ModelPolicySpec(BaseModel):
     def params_for(self, phase: str) -> SamplingParams:
         return self.sampling.params(self.phase_sampling.get(phase))
 
+    @property
+    def resolved_dtype(self) -> str:
+        from policies.hardware import resolve_dtype
+
+        return resolve_dtype(self.dtype, self.device)
+
 
 class RewardModelSpec(BaseModel):
     """A sequence-classification reward model: its score is the seat's completion text."""
@@ -142,7 +151,7 @@ class RewardModelSpec(BaseModel):
 
     kind: Literal["reward_model"]
     model: str = Field(description="Local folder, checkpoint or hub id of a sequence-classification model.")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Scoring dtype.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(default="float32", description="Scoring dtype.")
     device: str = Field(default="cpu", description="torch device.")
     max_batch_size: int = Field(default=16, ge=1, description="Most conversations scored in one forward pass.")
     max_length: int = Field(default=4096, ge=16, description="Longest conversation in tokens (older tokens cut).")
@@ -244,7 +253,10 @@ class ArenaConfig(BaseModel):
 
     @property
     def run_dir(self) -> str:
-        return self.train.run_dir or f"runs/{self.game.name.replace(':', '_').replace('.', '_')}"
+        if self.train.run_dir:
+            return self.train.run_dir
+        name = str(self.game.cls.metadata.get("name", self.game.name))  # e.g. sealed_bid_v0 -> runs/sealed_bid
+        return "runs/" + re.sub(r"_v\d+$", "", name)
 
     def policy_spec(self, name: str) -> PolicySpec:
         spec = self.policies.get(name) or shorthand_policy(name)

@@ -72,14 +72,19 @@ class Trainer:
         self.policies = build_policies(cfg, store=store)
         self.generator = self.policies[cfg.trainable]
         spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
-        if spec.dtype == "float32" and spec.backend == "hf" and spec.device == cfg.learner.device:
+        if spec.resolved_dtype == "float32" and spec.backend == "hf" and spec.device == cfg.learner.device:
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
             from policies.models import load_causal_lm
 
             model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
         ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
-        self.learner = Learner(model, cfg.learner, self.tokenizer.pad_token_id, spec.sampling.temperature, ref)
+        learner_cfg = cfg.learner
+        if learner_cfg.autocast_bf16 == "auto":
+            from policies.hardware import fast_bf16
+
+            learner_cfg = learner_cfg.model_copy(update={"autocast_bf16": fast_bf16(learner_cfg.device)})
+        self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref)
         self.estimator_states = EstimatorStates(cfg.learner.estimators)
         self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
         env = cfg.game.make_env()

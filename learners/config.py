@@ -139,8 +139,10 @@ class LearnerConfig(BaseModel):
     share_prompt_prefix: bool = Field(
         default=True, description="Run a prompt shared by several samples once per micro-batch (same result, less work)."
     )
-    autocast_bf16: bool = Field(
-        default=False, description="torch backend: run forward/backward under bf16 autocast (fp32 master weights)."
+    autocast_bf16: bool | Literal["auto"] = Field(
+        default=False,
+        description="torch backend: run forward/backward under bf16 autocast (fp32 master weights); auto: where "
+        "bf16 is fast (CUDA, CPUs with AVX512-BF16/AMX), resolved at start-up.",
     )
     drop_zero_variance: bool = Field(
         default=True, description="Default for estimators that leave it unset: drop groups whose rewards are all equal."

@@ -144,7 +144,7 @@ class HFPolicy:
         return batches
 
     def generate_ids(self, prompts: list[list[int]], params: SamplingParams, seed: int = 0) -> list[Completion]:
-        """Generate for token-id prompts (one batch, left padded)."""
+        """Generate for token-id prompts (one batch, left padded; the caller makes them fit the context)."""
         try:
             return self._decode(prompts, params, seed)
         finally:

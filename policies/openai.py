@@ -65,6 +65,13 @@ _CONTEXT_ERROR = re.compile(
 
 
 class OpenAIPolicy:
+    """A :class:`~policies.base.Policy` on an OpenAI-compatible server.
+
+    ``max_model_len`` is the server model's context (``completions`` only; None:
+    ask the server's ``/v1/models`` once); ``overflow`` says what a prompt over it
+    becomes (see the module docstring).
+    """
+
     def __init__(
         self,
         base_url: str,

@@ -4,12 +4,13 @@
 of commit 04a36d7 (``games/spy.yaml``, old config keys)::
 
     python -m arena.train games/spy.yaml --set game.n_players=4 --set game.task=math \\
-      --set policy.max_new_tokens=16 --set runner.num_envs=4 --set runner.progress=false \\
+      --set policy.max_new_tokens=16 --set policy.dtype=float32 --set learner.autocast_bf16=false \\
+      --set runner.num_envs=4 --set runner.progress=false \\
       --set train.games_per_step=4 --set train.steps=2 --set train.checkpoint_every=2 \\
       --set train.plot=false --set learner.lr=1e-4 --set train.schedule.mode=fixed \\
       --set runner.episodes_jsonl=episodes.jsonl --set train.seed=7
 
-keeping every non-timing metric and each turn's seat, role, phase, completion,
+(float32 throughout, so the check means the same on every CPU), keeping every non-timing metric and each turn's seat, role, phase, completion,
 token ids, parsed action, validity and reward. The same run with today's config
 keys must give the same episodes and every recorded metric within 1e-6. Step 1
 trains the votes (GRPO), step 2 the performing turns (RAE), so both estimators
@@ -30,7 +31,8 @@ from arena.types import read_jsonl
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "spy_2steps.json"
 SETS = [
-    "game.n_players=4", "game.task=math", "policies.learner.sampling.max_new_tokens=16", "runner.num_envs=4",
+    "game.n_players=4", "game.task=math", "policies.learner.sampling.max_new_tokens=16",
+    "policies.learner.dtype=float32", "learner.autocast_bf16=false", "runner.num_envs=4",
     "runner.progress=false", "train.games_per_step=4", "train.steps=2", "train.checkpoint_every=2", "train.plot=false",
     "learner.lr=1e-4", "runner.episodes_jsonl=episodes.jsonl", "train.seed=7",
 ]

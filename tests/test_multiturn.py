@@ -7,6 +7,7 @@ import pytest
 
 from arena.runner import Runner
 from policies.base import SamplingParams
+from policies.hardware import resolve_dtype
 from tests.fixtures.walk import WalkGame
 
 MAX_LEN, BUDGET = 256, 16
@@ -35,7 +36,7 @@ def _check(episodes, overflow: str) -> None:
 def test_walk_through_hf(overflow: str) -> None:
     from policies.hf import HFPolicy
 
-    policy = HFPolicy("smollm2-135m", dtype="bfloat16", max_model_len=MAX_LEN, overflow=overflow, name="p")
+    policy = HFPolicy("smollm2-135m", dtype=resolve_dtype("auto"), max_model_len=MAX_LEN, overflow=overflow, name="p")
     _check(_play(policy), overflow)
 
 
@@ -44,7 +45,7 @@ def test_walk_through_vllm() -> None:
     pytest.importorskip("vllm", reason="vLLM is not installed")
     from policies.vllm import VLLMPolicy
 
-    policy = VLLMPolicy("smollm2-135m", dtype="bfloat16", max_model_len=MAX_LEN, kv_cache_gb=1, name="p")
+    policy = VLLMPolicy("smollm2-135m", dtype=resolve_dtype("auto"), max_model_len=MAX_LEN, kv_cache_gb=1, name="p")
     _check(_play(policy), "truncate")
     policy.overflow = "end"
     _check(_play(policy), "end")

