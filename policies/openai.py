@@ -175,7 +175,8 @@ class OpenAIPolicy:
         return None
 
     def _complete(self, req: Request) -> Completion:
-        assert self.tokenizer is not None
+        if self.tokenizer is None:
+            raise RuntimeError("the completions API needs the model's tokenizer; it is loaded in __init__")
         prompt = chat_prompt_ids(self.tokenizer, req.messages)
         budget, truncated = req.params.max_new_tokens, False
         limit = self.context_length()

@@ -81,7 +81,8 @@ class RewardModelPolicy:
         ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=False, tokenize=True)
         ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
         fitted = fit_prompt(ids, 0, self.max_length, "truncate")
-        assert fitted is not None  # "truncate" always fits
+        if fitted is None:  # "truncate" always fits; a None here is a bug in fit_prompt
+            raise RuntimeError(f"fit_prompt returned None in truncate mode for {len(ids)} tokens")
         return fitted[0], len(fitted[0]) < len(ids)
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:

@@ -118,3 +118,10 @@ def test_unreadable_data_path_is_one_line(tmp_path: Path) -> None:
     bad.write_text('{"id": "a"}\n')
     with pytest.raises(ConfigError, match=r"game.data_path: cannot read .*line 1.*text"):
         load_config(SPY_YAML, ["game.task=summary", f"game.data_path={bad}"])
+
+
+def test_a_cross_field_error_names_its_fields_without_dumping_the_section() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(SPY_YAML, ["game.min_words=600", "game.max_words=100"])
+    assert str(err.value).endswith("game: min_words (600) must not exceed max_words (100)")
+    assert "{" not in str(err.value)
