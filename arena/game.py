@@ -299,12 +299,23 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._actions: dict[str, Any] = {}
         self._attempts: dict[str, list[Turn]] = {}
         self._prompts: dict[str, list[ChatMessage]] = {}
+        self._last_seen: dict[str, Any] = {}
         self._truncation: str | None = None
         self.seat_roles = {}
         self._enter(self.setup(self._rng, parsed))
 
     def observe(self, agent: str) -> ObsT:
-        return self.observe_seat(agent)
+        """The seat's observation; once the episode is over, the last one it got while it ran.
+
+        So a game's ``observe_seat`` never has to describe a finished game (PettingZoo
+        still asks every seat for an observation during the final dead steps).
+        """
+        if self.done and agent in self._last_seen:
+            return self._last_seen[agent]
+        observation = self.observe_seat(agent)
+        if not self.done:
+            self._last_seen[agent] = observation
+        return observation
 
     def step(self, action: Any) -> None:
         seat = self.agent_selection

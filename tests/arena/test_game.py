@@ -201,3 +201,19 @@ def test_the_kit_checks_replay_with_cross_episode_state() -> None:
 
     with pytest.raises(AssertionError, match="snapshot is not frozen"):
         check_game(lambda: LeakyQuiz())
+
+
+def test_a_finished_game_needs_no_done_observation() -> None:
+    class NoDoneState(EchoGame):
+        def observe_seat(self, seat: str) -> EchoObs:
+            if self.done:
+                raise RuntimeError("observe_seat called on a finished game")
+            return super().observe_seat(seat)
+
+    check_game(lambda: NoDoneState())
+    env = NoDoneState()
+    env.reset(seed=0)
+    before = env.observe("s_2")
+    for text in ["1", "2", "3"]:
+        env.step(text)
+    assert env.done and env.observe("s_2") == before
