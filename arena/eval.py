@@ -1,0 +1,110 @@
+"""``python -m arena.eval CONFIG``: a game's metrics on held-out seeds, with 95% bootstrap intervals.
+
+    python -m arena.eval games/spy/spy.yaml --games 64                         # the config's seats
+    python -m arena.eval spy --set policies.learner.model=runs/spy --games 64  # a trained checkpoint
+    python -m arena.eval examples/sealed_bid.yaml --set "seats={'*': 'scripted:shrewd'}" --games 50
+
+Seats play the policies the config (with ``--set``) maps them to, so a
+checkpoint, the base model, a bot or a server is evaluated the same way.
+Games use HELD-OUT seeds, ``2**40 + seed * 1_000_003 + i``, a range training
+never reaches (its seeds are ``train.seed * 1_000_003 + step * games + i``).
+Every game metric, the mean reward and outcome score per role, the invalid-turn
+and truncation rates are reported as a mean with a 95% percentile-bootstrap
+interval over games (seeded resampling), printed and optionally written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from arena.cli import run_cli
+from arena.config import ConfigError, load_config
+from arena.types import Episode, write_jsonl
+
+HELD_OUT_BASE = 2**40
+
+
+def held_out_seeds(seed: int, games: int) -> list[int]:
+    return [HELD_OUT_BASE + seed * 1_000_003 + i for i in range(games)]
+
+
+def per_episode(ep: Episode) -> dict[str, float]:
+    """The numbers one game contributes (each is averaged over games)."""
+    row = {f"game/{k}": float(v) for k, v in ep.metrics.items()}
+    by_role: dict[str, list[float]] = defaultdict(list)
+    score: dict[str, list[float]] = defaultdict(list)
+    for seat, total in ep.rewards.items():
+        by_role[ep.roles[seat]].append(total)
+        if seat in ep.outcome:
+            score[ep.roles[seat]].append(ep.outcome[seat].score)
+    row |= {f"reward/{r}": float(np.mean(v)) for r, v in by_role.items()}
+    row |= {f"outcome/{r}": float(np.mean(v)) for r, v in score.items()}
+    row["game/invalid_turn_rate"] = sum(not t.valid for t in ep.turns) / max(1, len(ep.turns))
+    row["game/truncated_rate"] = float(ep.truncated)
+    return row
+
+
+def bootstrap(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the 95% percentile-bootstrap interval of the mean."""
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(data.mean()), float(low), float(high)
+
+
+def summarise(episodes: Sequence[Episode], seed: int = 0) -> dict[str, dict[str, float]]:
+    """metric -> {mean, low, high, n} over the games that report it."""
+    rows = [per_episode(ep) for ep in episodes]
+    keys = sorted({k for r in rows for k in r})
+    out = {}
+    for key in keys:
+        values = [r[key] for r in rows if key in r]
+        mean, low, high = bootstrap(values, seed=seed)
+        out[key] = {"mean": mean, "low": low, "high": high, "n": float(len(values))}
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m arena.eval", description=__doc__.split("\n")[0])
+    p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--games", type=int, default=64, help="held-out games to play (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="which block of held-out seeds (default 0)")
+    p.add_argument("--json", type=Path, default=None, help="write the summary (and the seeds) here")
+    p.add_argument("--episodes", type=Path, default=None, help="append the games to this JSONL file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = load_config(args.config, args.overrides)
+    if args.games < 2:
+        raise ConfigError(f"--games: at least 2 games make an interval (got {args.games})")
+    from arena.build import build_policies, build_runner
+
+    names = dict.fromkeys(cfg.seat_table().values())
+    policies = build_policies(cfg, names=names)
+    runner = build_runner(cfg, policies, state=cfg.game.make_env().make_state())
+    seeds = held_out_seeds(args.seed, args.games)
+    episodes = runner.play(seeds)
+    summary = summarise(episodes, seed=args.seed)
+    print(f"{cfg.game.name}: {args.games} held-out games, seats {cfg.seat_table()}")
+    print(f"{'metric':<32} {'mean':>9} {'95% interval':>22}")
+    for key, s in summary.items():
+        print(f"{key:<32} {s['mean']:>9.4f}   [{s['low']:>8.4f}, {s['high']:>8.4f}]")
+    if args.json:
+        args.json.write_text(json.dumps({"seats": cfg.seat_table(), "seeds": seeds, "metrics": summary}, indent=2))
+    if args.episodes:
+        write_jsonl(episodes, args.episodes)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
