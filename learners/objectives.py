@@ -16,6 +16,7 @@ Shapes: ``b`` rows, ``T`` completion positions, ``V`` vocabulary, ``k`` top-k.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,7 @@ class ObjectiveContext:
         return torch.cat([p_top, p_tail[..., None]], dim=-1), q, d.present
 
 
-class Objective:
+class Objective(ABC):
     """Base of the terms: ``probes`` and ``topk`` it needs, ``loss(ctx)`` its scaled share."""
 
     probes: tuple[str, ...] = ()
@@ -95,8 +96,9 @@ class Objective:
         self.options = options
         self.coef = coef
 
+    @abstractmethod
     def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
-        raise NotImplementedError
+        """This micro-batch's share of the term (already scaled by ``coef``)."""
 
 
 class NoOptions(BaseModel):

@@ -171,7 +171,7 @@ class OpenAIPolicy:
                 if entry.get("id") == self.model and isinstance(entry.get("max_model_len"), int):
                     return int(entry["max_model_len"])
         except (OSError, ValueError, AttributeError, TypeError):
-            pass
+            return None
         return None
 
     def _complete(self, req: Request) -> Completion:

@@ -1,0 +1,91 @@
+"""The small types a game is made of: phases, invalid output, the config base, reset options, state.
+
+They live apart from :class:`~arena.game.LLMGame` so that rules modules can
+import ``Invalid`` without the env machinery; ``arena.game`` re-exports them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.types import Episode
+
+
+class Invalid(BaseModel):
+    """What ``parse`` returns for text that is not a legal action."""
+
+    model_config = ConfigDict(frozen=True)
+    reason: str
+
+
+class InvalidOutputConfig(BaseModel):
+    """How a game treats a completion it cannot parse."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["na", "penalty", "retry"] = Field(
+        default="na",
+        description="na: treat as abstention; penalty: abstention plus `penalty` on the turn; "
+        "retry: ask again up to `retries` times, then as penalty.",
+    )
+    penalty: float = Field(default=-1.0, description="Reward added to an invalid turn (penalty/retry modes).")
+    retries: int = Field(default=1, ge=0, le=10, description="Extra attempts per seat and phase (retry mode).")
+
+
+class GameConfig(BaseModel):
+    """Base of every game's config: the settings the framework itself reads."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    invalid: InvalidOutputConfig = Field(default_factory=InvalidOutputConfig, description="Unparseable output.")
+    max_turns: int | None = Field(
+        default=None, ge=1, description="Step limit: the episode ends as a truncation after this many turns."
+    )
+
+
+class NoOptions(BaseModel):
+    """Reset options of a game that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stage of the game in which ``seats`` act once each, in order."""
+
+    name: str
+    seats: tuple[str, ...]
+    hidden: bool = True
+
+
+class GameState(ABC):
+    """State that lives across episodes (a skill library, an opponent pool).
+
+    One object serves every env of a run. Rollouts read :meth:`snapshot`, a frozen
+    value taken when a batch of games starts, so games of one batch see the same
+    state and a seeded game replays byte for byte. After each training step the
+    trainer calls :meth:`update` with that step's episodes; it returns metrics.
+    :meth:`save` / :meth:`load` write readable files into a checkpoint folder.
+    """
+
+    @abstractmethod
+    def snapshot(self) -> Any:
+        """An immutable view of the state for the envs (never mutated afterwards)."""
+
+    @abstractmethod
+    def update(self, episodes: Sequence[Episode], policies: Mapping[str, Any]) -> dict[str, float]:
+        """Evolve after a step; return metrics (logged under ``state/``)."""
+
+    @abstractmethod
+    def save(self, folder: Path) -> None:
+        """Write the state as readable files into ``folder`` (it exists)."""
+
+    @abstractmethod
+    def load(self, folder: Path) -> None:
+        """Restore exactly what :meth:`save` wrote."""
