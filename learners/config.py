@@ -39,7 +39,37 @@ def validate_options(model: type[BaseModel], options: dict[str, Any], what: str)
         raise ValueError("; ".join(parts)) from None
 
 
-class EstimatorConfig(BaseModel):
+class Registered(BaseModel):
+    """A config that names a registry entry (``name``) and passes it ``options``.
+
+    Subclasses give ``lookup(name)``, which raises a one-line error for an unknown
+    name; the options are validated by the entry's own options model.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    @staticmethod
+    def lookup(name: str) -> Any:
+        raise TypeError("subclasses name their registry")
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _known_name(cls, name: str) -> str:
+        cls.lookup(name)
+        return name
+
+    @field_validator("options", check_fields=False)
+    @classmethod
+    def _valid_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "name" not in info.data:  # the name's own error is reported
+            return options
+        return validate_options(cls.lookup(info.data["name"]).options, options, info.data["name"])
+
+    def parsed_options(self) -> BaseModel:
+        return self.lookup(self.name).options.model_validate(self.options)  # type: ignore[attr-defined]
+
+
+class EstimatorConfig(Registered):
     """How one phase's trainable turns become advantages."""
 
     model_config = ConfigDict(extra="forbid")
@@ -61,24 +91,12 @@ class EstimatorConfig(BaseModel):
         default_factory=dict, validate_default=True, description="The estimator's own options (e.g. rae: order, alpha)."
     )
 
-    @field_validator("name")
-    @classmethod
-    def _known_name(cls, name: str) -> str:
-        get_estimator(name)
-        return name
-
-    @field_validator("options")
-    @classmethod
-    def _valid_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if "name" not in info.data:  # the name's own error is reported
-            return options
-        return validate_options(get_estimator(info.data["name"]).options, options, info.data["name"])
-
-    def parsed_options(self) -> BaseModel:
-        return get_estimator(self.name).options.model_validate(self.options)
+    @staticmethod
+    def lookup(name: str) -> Any:
+        return get_estimator(name)
 
 
-class ObjectiveConfig(BaseModel):
+class ObjectiveConfig(Registered):
     """An extra loss term (e.g. AUSO's jsd_distill)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -89,18 +107,9 @@ class ObjectiveConfig(BaseModel):
         default_factory=dict, validate_default=True, description="The term's own options (jsd_distill: probe, topk)."
     )
 
-    @field_validator("name")
-    @classmethod
-    def _known_name(cls, name: str) -> str:
-        get_objective(name)
-        return name
-
-    @field_validator("options")
-    @classmethod
-    def _valid_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if "name" not in info.data:
-            return options
-        return validate_options(get_objective(info.data["name"]).options, options, info.data["name"])
+    @staticmethod
+    def lookup(name: str) -> Any:
+        return get_objective(name)
 
 
 class DeepSpeedConfig(BaseModel):
