@@ -213,6 +213,11 @@ class TrainConfig(BaseModel):
     keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk.")
     schedule: ScheduleConfig = Field(default_factory=JointConfig, description="Which phases train at each step (rule: joint | cycle | hysteresis | progress).")
     plot: bool = Field(default=True, description="Draw the run's curves to PNG at the end.")
+    save_episodes: bool = Field(
+        default=True, description="Save each step's episodes with the learner's advantages to <run_dir>/episodes/ "
+        "(gzip JSONL, read by python -m arena.view).",
+    )
+    episodes_max_mb: float = Field(default=200.0, gt=0, description="Stop saving episodes once <run_dir>/episodes/ holds this many MB.")
 
 
 class PlaySection(BaseModel):

@@ -99,6 +99,14 @@ class Trainer:
             self.metrics_path.unlink()
         (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
         self._tb = None
+        self.episode_log = None
+        if cfg.train.save_episodes:
+            from arena.view.record import EpisodeLog
+
+            group_by = {phase: list(est.group_by) for phase, est in cfg.learner.estimators.items()}
+            self.episode_log = EpisodeLog(
+                run_dir, cfg.train.episodes_max_mb, self.tokenizer, cfg.trainable, group_by, fresh=resume is None
+            )
 
     def _report_untrained_phases(self, env: Any) -> None:
         missing = [p for p in getattr(env, "phases", ()) if p not in self.cfg.learner.estimators]
@@ -147,6 +155,8 @@ class Trainer:
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
         learn_stats = self.learner.step(samples, progress)
+        if self.episode_log is not None:
+            self.episode_log.write(step, episodes, samples)
         if not samples:
             print(f"step {step}: trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning "
                   "signal; check seats, learner.estimators and drop_zero_variance)", file=sys.stderr)

@@ -1,0 +1,164 @@
+"""A person plays in the browser: a seat served by a web form, through the same runner as training.
+
+A :class:`PlaySession` runs one game in a thread: the person's seat is a
+:class:`BrowserSeat` policy whose ``generate`` publishes the request and waits
+for the reply the play page posts; the other seats are whatever the config can
+name (its model policies, a run's checkpoint, ``scripted:<bot>``). Whatever the
+person types is the completion, exactly like a model's: the game parses it and
+applies its invalid-output rule. The finished episode is appended to
+``<run_dir>/play/episodes.jsonl`` in the runner's episode format.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import traceback
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.base import Completion, Request
+
+PERSON = "person"
+WAIT_S = 3600.0  # a reply not posted within an hour ends the game with an empty (invalid) reply
+
+
+class BrowserSeat:
+    """A :class:`~policies.base.Policy` answered through the play page, one request at a time."""
+
+    def __init__(self, session: PlaySession):
+        self.name = PERSON
+        self.session = session
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        return [Completion(text=self.session.ask(req)) for req in requests]
+
+
+@dataclass
+class PlaySession:
+    """One game in progress: its status, the person's pending request and what they sent."""
+
+    config_name: str
+    seat: str
+    opponent: str
+    seed: int
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    status: str = "starting"  # starting | model | you | done | error
+    request: Request | None = None
+    history: list[tuple[str, str]] = field(default_factory=list)  # (what you saw last, what you sent)
+    episode_key: str | None = None
+    error: str | None = None
+    result: dict[str, Any] | None = None
+    _replies: queue.Queue[str] = field(default_factory=queue.Queue, repr=False)
+
+    def ask(self, req: Request) -> str:
+        self.request, self.status = req, "you"
+        try:
+            text = self._replies.get(timeout=WAIT_S)
+        except queue.Empty:
+            text = ""
+        self.history.append((req.messages[-1]["content"] if req.messages else "", text))
+        self.request, self.status = None, "model"
+        return text
+
+    def reply(self, text: str) -> bool:
+        """Hand the person's text to the waiting seat; False when no turn is waiting."""
+        if self.status != "you":
+            return False
+        self._replies.put(text)
+        self.status = "model"
+        return True
+
+
+class PlayHost:
+    """Starts play sessions and keeps opponent policies loaded between games."""
+
+    def __init__(self, run_dir: Path, run_config: dict[str, Any]):
+        self.run_dir = run_dir
+        self.run_config = run_config
+        self.sessions: dict[str, PlaySession] = {}
+        self._policies: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- choices
+    def config_names(self) -> list[str]:
+        from arena.registry import registered_games
+
+        return (["run"] if self.run_config else []) + sorted(registered_games())
+
+    def load(self, name: str) -> Any:
+        """'run' -> the run's config.json; a registered game name -> its default config."""
+        from arena.config import load_config, parse_config
+
+        if name == "run":
+            return parse_config(self.run_config, "config.json")
+        return load_config(name)
+
+    def checkpoints(self) -> list[Path]:
+        return sorted(p / "model" for p in (self.run_dir / "checkpoints").glob("step_*") if (p / "model").is_dir())
+
+    def opponents(self, cfg: Any) -> list[str]:
+        """Policy names the config can name: its policies, this run's checkpoints, the game's bots."""
+        from arena.config import ModelPolicySpec
+        from policies.scripted import available_bots
+
+        names = [n for n, s in cfg.policies.items() if not getattr(s, "kind", "") == "human"]
+        if any(isinstance(s, ModelPolicySpec) for s in cfg.policies.values()):
+            names += [f"checkpoint:{p.parent.name}" for p in self.checkpoints()]
+        return names + [f"scripted:{b}" for b in sorted(available_bots(cfg.game.cls))]
+
+    def seats(self, cfg: Any) -> list[str]:
+        return list(cfg.game.make_env().possible_agents)
+
+    # ----------------------------------------------------------------- playing
+    def _policy(self, cfg: Any, config_name: str, opponent: str) -> Any:
+        from arena.build import build_policies
+        from arena.config import ModelPolicySpec
+
+        key = (config_name, opponent)
+        with self._lock:
+            if key not in self._policies:
+                if opponent.startswith("checkpoint:"):
+                    base = next(s for s in cfg.policies.values() if isinstance(s, ModelPolicySpec))
+                    path = self.run_dir / "checkpoints" / opponent.split(":", 1)[1] / "model"
+                    spec = base.model_copy(update={"model": str(path), "trainable": False})
+                    cfg = cfg.model_copy(update={"policies": {**cfg.policies, opponent: spec}})
+                self._policies[key] = build_policies(cfg, names=[opponent])[opponent]
+            return self._policies[key]
+
+    def start(self, config_name: str, seat: str, opponent: str, seed: int) -> PlaySession:
+        session = PlaySession(config_name=config_name, seat=seat, opponent=opponent, seed=seed)
+        self.sessions[session.id] = session
+        threading.Thread(target=self._run, args=(session,), daemon=True, name=f"play-{session.id}").start()
+        return session
+
+    def _run(self, session: PlaySession) -> None:
+        from arena.build import sampling_table
+        from arena.runner import Runner, SeatMap
+        from arena.types import write_jsonl
+
+        try:
+            cfg = self.load(session.config_name)
+            policies = {PERSON: BrowserSeat(session), session.opponent: self._policy(cfg, session.config_name, session.opponent)}
+            session.status = "model"
+            runner = Runner(
+                cfg.game.make_env, policies, SeatMap({session.seat: PERSON, "*": session.opponent}),
+                sampling_table(cfg), num_envs=1, progress=False, state=cfg.game.make_env().make_state(),
+            )
+            (episode,) = runner.play([session.seed])
+            out = self.run_dir / "play" / "episodes.jsonl"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                lines = sum(1 for line in out.open(encoding="utf-8") if line.strip()) if out.exists() else 0
+                write_jsonl([episode], out)
+            session.episode_key = f"play/{lines}"
+            session.result = {"rewards": episode.rewards, "roles": episode.roles,
+                              "outcome": {s: o.model_dump() for s, o in episode.outcome.items()}}
+            session.status = "done"
+        except Exception as e:  # noqa: BLE001 - shown on the play page; the server keeps running
+            session.error = f"{type(e).__name__}: {e}"
+            traceback.print_exc()
+            session.status = "error"

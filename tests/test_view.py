@@ -1,0 +1,341 @@
+"""The run viewer (``python -m arena.view``): its pure parts, and pages driven in a real headless Chromium.
+
+Fast tests use a run folder made by scripted SpyRL rollouts written through the
+same :class:`~arena.view.record.EpisodeLog` as training (one seat of one game is
+a bot that writes ``<script>alert(1)</script>``). Slow tests (``-m slow``) make a
+1-step training run on the built-in model and play a SpyRL game against it in
+the browser. Screenshots go to ``bench/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena.config import load_config
+from arena.runner import EpisodeSpec, Runner, SeatMap
+from arena.trainer import episode_summary, resolved_config
+from arena.types import Episode, Sample, Turn
+from arena.view import render
+from arena.view.record import EpisodeLog, match_samples, step_file
+from arena.view.store import RunStore
+from policies.scripted import ScriptedPolicy, make_bot
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "bench" / "screenshots"
+XSS = "<script>alert(1)</script>"
+TINY = ["game.n_players=3", "game.task=math", "runner.progress=false", "policies.learner.sampling.max_new_tokens=8"]
+
+
+# ---------------------------------------------------------------- a run folder from scripted rollouts
+def make_scripted_run(run_dir: Path, steps: int = 3, games: int = 2) -> None:
+    """SpyRL with copycat bots; the first game of the last step seats an XSS bot at player_2."""
+    cfg = load_config("games/spy/spy.yaml", TINY)
+    bot = make_bot(cfg.game.cls, "copycat")
+    policies = {"bot": ScriptedPolicy(bot, name="bot"), "evil": ScriptedPolicy(lambda obs, rng: XSS, name="evil")}
+    runner = Runner(cfg.game.make_env, policies, SeatMap({"*": "bot"}), num_envs=2, state=cfg.game.make_env().make_state())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg)))
+    log = EpisodeLog(run_dir, 10.0, policy="bot")
+    with open(run_dir / "metrics.jsonl", "w") as f:
+        for step in range(1, steps + 1):
+            specs = [EpisodeSpec(seed=100 * step + i) for i in range(games)]
+            if step == steps:
+                specs[0] = EpisodeSpec(seed=specs[0].seed, seats=SeatMap({"player_2": "evil", "*": "bot"}))
+            episodes = runner.play(specs)
+            log.write(step, episodes, [])
+            f.write(json.dumps({"step": step, **episode_summary(episodes), "loss": 1.0 / step}) + "\n")
+
+
+# ---------------------------------------------------------------- pure parts
+def _turn(index: int, seat: str, phase: str, prompt: list[int], completion: list[int], group: str = "g") -> Turn:
+    return Turn(index=index, seat=seat, role="r", phase=phase, messages=[], completion="x", policy="me",
+                prompt_ids=prompt, completion_ids=completion, logprobs=[-0.5] * len(completion), group={"episode": group})
+
+
+def test_samples_are_matched_to_their_turns_even_when_some_are_dropped() -> None:
+    a = Episode(episode_id="a", game="g", turns=[_turn(0, "p0", "x", [1], [5, 6], "a"), _turn(1, "p1", "x", [1], [5, 6], "a")])
+    b = Episode(episode_id="b", game="g", turns=[_turn(0, "p0", "x", [1], [5, 6], "b"), _turn(1, "p1", "y", [2], [7], "b")])
+    # Group 'a' was dropped (zero variance): the sample with the same tokens belongs to episode b.
+    s1 = Sample(prompt_ids=[1], completion_ids=[5, 6], advantage=0.7, phase="x", extras={"group": "b"})
+    s2 = Sample(prompt_ids=[2], completion_ids=[7], advantage=-1.0, phase="y", extras={"group": "b"}, token_weights=[0.5])
+    found = match_samples([a, b], [s1, s2], "me", {"x": ["episode"], "y": ["episode"]})
+    assert found == {("b", 0): s1, ("b", 1): s2}
+    # Without group keys the first turn with the same tokens takes it.
+    assert set(match_samples([a, b], [s1], "me")) == {("a", 0)}
+
+
+def test_saved_episodes_are_compact_and_carry_advantages(tmp_path: Path) -> None:
+    ep = Episode(episode_id="a", game="g", turns=[_turn(0, "p0", "x", [1, 2, 3], [5, 6]), _turn(1, "p1", "x", [1], [9])])
+    s = Sample(prompt_ids=[1, 2, 3], completion_ids=[5, 6], advantage=0.123456, phase="x", token_weights=[1.0, 2.0])
+
+    class Tok:  # the one method of a tokenizer the log uses
+        @staticmethod
+        def batch_decode(ids: list[list[int]]) -> list[str]:
+            return [f"<{i[0]}>" for i in ids]
+
+    path = EpisodeLog(tmp_path, 1.0, Tok(), "me").write(3, [ep], [s])
+    assert path == step_file(tmp_path, 3)
+    (saved,) = [json.loads(line) for line in gzip.open(path, "rt")]
+    t0, t1 = saved["turns"]
+    assert "prompt_ids" not in t0 and "completion_ids" not in t0
+    assert t0["tokens"] == ["<5>", "<6>"] and t0["advantage"] == 0.1235 and t0["token_weights"] == [1.0, 2.0]
+    assert t1["advantage"] is None and t1["tokens"] == ["<9>"]
+
+
+def test_the_disk_cap_stops_saving(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ep = Episode(episode_id="a", game="g", turns=[_turn(0, "p0", "x", [1], [5])])
+    log = EpisodeLog(tmp_path, 1e-6, None, "me")
+    assert log.write(1, [ep], []) is not None  # the first file always fits an empty folder
+    assert log.write(2, [ep], []) is None and not step_file(tmp_path, 2).exists()
+    assert "episodes_max_mb" in capsys.readouterr().err
+
+
+def test_mask_runs_mark_only_the_masked_span() -> None:
+    segs = render.mask_runs("a b * * * c *x", "*")
+    assert segs == [("a b ", False), ("* * *", True), (" c ", False), ("*", True), ("x", False)]
+    ep = {"roles": {"player_0": "spy", "player_1": "civilian"}}
+    assert render.spy_mask(ep, "player_1", "* *", {}) == [("* *", False)]
+    assert render.spy_mask(ep, "player_0", "x ##", {"game": {"mask_token": "#"}})[1] == ("##", True)
+
+
+def test_logprob_colours_run_red_to_green() -> None:
+    assert render.logprob_colour(0.0) == "hsl(120, 75%, 80%)"
+    assert render.logprob_colour(-5.0) == render.logprob_colour(-50.0) == "hsl(0, 75%, 80%)"
+    assert render.logprob_colour(None) == "#e5e5e5"
+
+
+def tournament_json() -> dict[str, Any]:
+    return {
+        "players": ["base", "step_4", "bot"],
+        "ratings": {"base": {"rating": 0.0, "low": -40.0, "high": 40.0},
+                    "step_4": {"rating": 55.5, "low": 10.0, "high": 90.0},
+                    "bot": {"rating": -20.0, "low": -70.0, "high": 30.0}},
+        "payoff": [[0.5, 0.3, 0.6], [0.7, 0.5, 0.4], [0.4, 0.6, 0.5]],
+        "cycles": [["base", "bot", "step_4"]],
+        "games": 60,
+    }
+
+
+def test_tournament_view_renders_whatever_it_finds() -> None:
+    v = render.tournament_view(tournament_json())
+    assert [r["player"] for r in v["ratings"]["rows"]] == ["base", "step_4", "bot"]
+    assert v["payoff"]["rows"] == ["base", "step_4", "bot"] and v["payoff"]["grid"][1][0][0] == "0.7"
+    assert v["cycles"] == ["base → bot → step_4 → base"] and ("games", 60) in v["scalars"]
+    odd = render.tournament_view({"ratings": [{"player": "a", "elo": 3}], "notes": {"x": {"y": 1}}, "payoff": "?"})
+    assert odd["ratings"]["cols"] == ["player", "elo"] and odd["payoff"] is None and odd["tables"][0]["title"] == "notes"
+    assert render.tournament_view([1, 2])["raw"]
+
+
+def test_store_reads_a_run_in_progress(tmp_path: Path) -> None:
+    make_scripted_run(tmp_path, steps=2, games=2)
+    store = RunStore(tmp_path)
+    rows = store.rows()
+    assert [r.step for r in rows] == [1, 1, 2, 2] and {r.game for r in rows} == {"spy_v0"}
+    assert all(r.outcome.startswith("won: ") for r in rows)
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "lo')  # a line still being written is not read yet
+    metrics, count = store.metrics()
+    assert [m["step"] for m in metrics] == [1, 2] and count == 2
+    assert store.episode("step_000002/1")[1]["episode_id"] == rows[3].episode_id
+    assert store.episode("nope/0") is None and store.episode("step_000001/x") is None
+
+
+# ---------------------------------------------------------------- the browser
+def _ensure_chromium() -> tuple[str, str]:
+    """System Chromium and its driver, installed with apt-get when missing (CI runs as root)."""
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        if os.geteuid() != 0:
+            pytest.skip("chromium/chromium-driver missing and not root to apt-get install them")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, capture_output=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"], check=True, env=env,
+                       capture_output=True)
+    return shutil.which("chromium") or "", shutil.which("chromedriver") or ""
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver_path = _ensure_chromium()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(options=opts, service=Service(executable_path=driver_path))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+class Server:
+    """The viewer app served by uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, run_dir: Path, tournaments: list[Path] | None = None):
+        import uvicorn
+
+        from arena.view.app import create_app
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.app = create_app(run_dir, tournaments)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.05)
+        assert self.server.started, "the viewer did not start"
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def scripted_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Server]]:
+    run = tmp_path_factory.mktemp("view") / "run"
+    make_scripted_run(run)
+    (run / "tournament.json").write_text(json.dumps(tournament_json()))
+    server = Server(run)
+    yield run, server
+    server.stop()
+
+
+def _shot(driver: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SHOTS / name))
+
+
+def _wait(driver: Any, css: str, timeout: float = 30) -> Any:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def test_the_list_shows_the_episodes_and_filters_them(browser: Any, scripted_site: tuple[Path, Server]) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, server = scripted_site
+    browser.get(server.url + "/")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")
+    assert len(rows) == 6 and "6 of 6 episodes" in browser.find_element(By.ID, "count").text
+    browser.get(server.url + "/?step=2&role=spy")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == 2
+    browser.get(server.url + "/?q=alert")  # text search finds the one game with the XSS bot
+    (row,) = browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")
+    assert row.find_elements(By.TAG_NAME, "td")[1].text == "3"
+
+
+def test_a_spy_episode_shows_the_masked_view_votes_and_rewards(browser: Any, scripted_site: tuple[Path, Server]) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, server = scripted_site
+    row, ep = RunStore(run).episode("step_000001/0")  # type: ignore[misc]
+    spy = ep["info"]["spy"]
+    browser.get(server.url + "/episode/step_000001/0")
+    view = browser.find_element(By.ID, f"view-{spy}")
+    marks = view.find_elements(By.CSS_SELECTOR, "mark.masked")
+    assert len(marks) == 1 and set(marks[0].text.replace(" ", "")) == {"*"}
+    assert marks[0].value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"
+    civilians = [s for s, r in ep["roles"].items() if r == "civilian"]
+    assert all(not browser.find_element(By.ID, f"view-{s}").find_elements(By.CSS_SELECTOR, "mark") for s in civilians)
+    actions = browser.find_element(By.ID, "actions").text
+    votes = [t["action"] for t in ep["turns"] if t["phase"] == "vote"]
+    assert "vote" in actions and all(str(v) in actions for v in votes)
+    seats_text = browser.find_element(By.ID, "seats").text
+    assert all(f"{v:.3f}" in seats_text for v in ep["rewards"].values())
+    prompt = browser.find_element(By.CSS_SELECTOR, "details.prompt")
+    assert not prompt.get_attribute("open")  # collapsed until clicked
+    _shot(browser, "episode.png")
+
+
+def test_model_text_is_shown_as_text_and_runs_nothing(browser: Any, scripted_site: tuple[Path, Server]) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    run, server = scripted_site
+    browser.get(server.url + "/episode/step_000003/0")
+    time.sleep(0.5)
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert  # noqa: B018 - the property raises when no alert is open
+    completions = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "pre.completion")]
+    assert XSS in completions
+    assert not browser.find_elements(By.XPATH, "//script[contains(., 'alert')]")
+    assert XSS in browser.find_element(By.ID, "actions").text or "invalid" in browser.find_element(By.ID, "actions").text
+
+
+def test_curves_draw_every_metric_and_follow_the_run(browser: Any, scripted_site: tuple[Path, Server]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run, server = scripted_site
+    browser.get(server.url + "/curves")
+    WebDriverWait(browser, 20).until(lambda d: d.find_element(By.ID, "charts").get_attribute("data-steps") == "3")
+    names = {c.get_attribute("data-metric") for c in browser.find_elements(By.CSS_SELECTOR, ".chart")}
+    assert {"loss", "game/detection_accuracy", "reward/spy"} <= names
+    _shot(browser, "curves.png")
+    with open(run / "metrics.jsonl", "a") as f:  # the run goes on: the page picks the new step up
+        f.write(json.dumps({"step": 4, "loss": 0.2, "new/metric": 1.5}) + "\n")
+    WebDriverWait(browser, 20).until(lambda d: d.find_element(By.ID, "charts").get_attribute("data-steps") == "4")
+    assert browser.find_elements(By.CSS_SELECTOR, ".chart[data-metric='new/metric']")
+
+
+def test_tournament_page_shows_ratings_heatmap_and_cycles(browser: Any, scripted_site: tuple[Path, Server]) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, server = scripted_site
+    browser.get(server.url + "/tournaments")
+    ratings = browser.find_element(By.CSS_SELECTOR, "table.ratings").text
+    assert "step_4" in ratings and "55.50" in ratings and "90.00" in ratings
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.heatmap td")
+    assert len(cells) == 9 and cells[3].text == "0.7"
+    assert "base → bot → step_4 → base" in browser.find_element(By.CSS_SELECTOR, "ul.cycles").text
+    _shot(browser, "tournament.png")
+
+
+def test_only_the_play_routes_write(scripted_site: tuple[Path, Server]) -> None:
+    run, server = scripted_site
+    for route in server.app.routes:
+        methods = getattr(route, "methods", None) or set()
+        if methods - {"GET", "HEAD"}:
+            assert route.path.startswith("/play"), route.path
+
+
+def test_cli_binds_loopback_and_prints_its_address(tmp_path: Path) -> None:
+    make_scripted_run(tmp_path, steps=1, games=1)
+    proc = subprocess.Popen([sys.executable, "-m", "arena.view", str(tmp_path), "--port", "0"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("arena view: http://127.0.0.1:"), line + proc.stderr.read()  # type: ignore[union-attr]
+        import urllib.request
+
+        url = line.split()[2]
+        assert "spy_v0" in urllib.request.urlopen(url, timeout=10).read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    from arena.config import ConfigError
+    from arena.view.__main__ import main
+
+    with pytest.raises(ConfigError, match="run_dir: no such folder"):  # run_cli turns it into exit 2, one line
+        main([str(tmp_path / "nope")])
