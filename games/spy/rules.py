@@ -43,8 +43,12 @@ def split_units(text: str, unit: Literal["words", "chars"]) -> list[str]:
 
 
 def span_length(units: int, ratio: float) -> int:
-    """Length of the masked span: ``ratio`` of the units, rounded, at least 1."""
-    return min(units, max(1, int(math.floor(ratio * units + 0.5))))
+    """Length of the masked span: ``ratio * units`` rounded half up, at least 1, at most ``units``.
+
+    The product is first rounded to 9 decimals so float noise cannot move a half:
+    ``0.15 * 10`` is ``1.4999999999999998`` in binary and must give 2, like ``0.25 * 10`` gives 3.
+    """
+    return min(units, max(1, int(math.floor(round(ratio * units, 9) + 0.5))))
 
 
 def mask_span(
@@ -101,17 +105,21 @@ def parse_answer(text: str, require_answer_line: bool) -> str | None:
     return answer or None
 
 
-_NA_FORMS = {"n/a", "na", "none", "n.a.", "n / a"}
+_NA_FORMS = {"n/a", "na", "none", "n.a", "n / a"}  # after stripping "$ ." ("N.A." -> "n.a")
 _PLAYER_PREFIX = re.compile(r"(?i)^(?:player|p)\s*")
 
 
-_LOOSE_VOTE = re.compile(r"(?i)\bplayer\s*#?\s*(\d{1,6})\b|\b(N/A)\b")
+_LOOSE_VOTE = re.compile(r"(?ai)\bplayer\s*#?\s*(\d{1,6})\b|\b(N/A)\b")
+_INDEX = re.compile(r"[0-9]{1,6}")  # ASCII digits only: no sign, no other scripts' digits
 
 
 def parse_vote(text: str, n_players: int, lenient: bool = False) -> Vote | Invalid:
     """``\\boxed{k}`` -> k, ``\\boxed{N/A}`` -> "N/A"; anything else -> :class:`Invalid`.
 
-    The last ``\\boxed{}`` counts; ``Player 3`` / ``p3`` / ``$3$`` are read as 3.
+    The last ``\\boxed{}`` counts; ``Player 3`` / ``p3`` / ``$3$`` / ``03`` are read as 3.
+    A player index is written in ASCII digits without a sign (the paper's format:
+    ``\\boxed{k}`` with ``k`` in ``0..n-1``), so ``\\boxed{-0}``, ``\\boxed{+1}`` and
+    non-ASCII digits (``\\boxed{３}``, ``\\boxed{٣}``) are Invalid, as is ``\\boxed{n}``.
     ``lenient`` (not the paper's rule): without any ``\\boxed{}``, the last
     ``Player k`` or ``N/A`` mentioned in the text is the vote.
     """
@@ -126,9 +134,9 @@ def parse_vote(text: str, n_players: int, lenient: bool = False) -> Vote | Inval
     value = _PLAYER_PREFIX.sub("", content.strip().strip("$ .")).strip()
     if value.lower() in _NA_FORMS:
         return NA
-    if re.fullmatch(r"[+-]?\d{1,6}", value):
+    if _INDEX.fullmatch(value):
         k = int(value)
-        if 0 <= k < n_players:
+        if k < n_players:
             return k
         return Invalid(reason=f"vote {k} is not a player index 0..{n_players - 1}")
     return Invalid(reason=f"vote {content[:40]!r} is neither a player index nor N/A")

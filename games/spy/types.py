@@ -54,6 +54,15 @@ class SpyConfig(GameConfig):
             raise ValueError(f"cannot read {path!r}: {e}") from None
         return path
 
+    @field_validator("mask_token")
+    @classmethod
+    def _visible_token(cls, token: str) -> str:
+        # A whitespace token would silently delete the masked words (the spy could not see
+        # that anything is missing) or split one masked word into several.
+        if any(c.isspace() for c in token):
+            raise ValueError("must not contain whitespace; use a visible token such as '*'")
+        return token
+
     @model_validator(mode="after")
     def _words_ordered(self) -> SpyConfig:
         lo, hi = self.word_range
