@@ -1,0 +1,94 @@
+"""Household: a multi-turn text agent game in ALFWorld's mould (``household_v0``).
+
+Built for AUSO ("Action-Level Unified Skill Optimization from Internalization to
+Utilization", arXiv 2608.21292; public code Action-Skill, a verl-agent fork),
+which trains on ALFWorld. ALFWorld needs data downloads, so this is a
+procedurally generated world with ALFWorld's task types, grammar and feedback.
+
+World (``world.py``)
+    One room per task: kitchen, living room, bedroom or bathroom, with 6-12
+    numbered receptacles (``cabinet 2``; cabinets, drawers, the fridge, the
+    microwave and safes open and close, starting closed) and 6-12 numbered
+    objects in or on them. Objects can become hot, cold, clean or sliced; a
+    desk lamp is lit by ``use``. Appliances: microwave (heat), fridge (cool),
+    sink basin (clean). The agent stands at one receptacle and carries at most
+    one object.
+
+Tasks (``tasks.py``), ALFWorld's six types
+    pick_and_place, examine (look at an object under a lit desk lamp, holding
+    it), clean, heat, cool (then place), pick_two (two objects in/on one
+    receptacle). In-domain: pick_and_place, clean, cool; held-out (never
+    trained on, no task-specific skills): examine, heat, pick_two
+    (``task_types``). A world id fixes the world and task; training worlds have
+    even ids, evaluation worlds odd ids (``split: train | eval``), so training
+    never sees an evaluation world. Every generated task is solvable: the
+    planner (``planner.py``, breadth-first search) finds a plan within the
+    step limit, checked by property tests.
+
+Seats
+    ``agent_0 .. agent_{G-1}`` (``attempts``, G = 8): G attempts at the SAME
+    world, each on its own copy, so the episode gives the task's pass rate p.
+    They never see each other.
+
+Phases
+    ``act`` (hidden), repeated: every attempt still playing acts once per
+    occurrence, so all attempts' turns batch into one generate call (and
+    across games). An attempt stops when it solves the task or after
+    ``max_steps`` (30) actions; the episode ends when every attempt has stopped.
+
+What a seat sees (``prompts.py``, the public code's prompt shape)
+    The task; retrieved skills ("Retrieved relevant experience", ``skills``);
+    the number of steps taken and the last ``history`` (2) observations with
+    the actions taken; the current observation; the admissible actions; then
+    the answer format.
+
+Action grammar (``actions.py``)
+    ``<think>...</think><action>A</action>``; A one of ALFWorld's commands:
+    ``go to X``, ``take Y from X``, ``put Y in/on X`` (``in`` or ``on`` also
+    read), ``open X``, ``close X``, ``heat Y with X``, ``cool Y with X``,
+    ``clean Y with X``, ``slice Y with K``, ``use X``, ``examine X``,
+    ``look``, ``inventory``. The last ``<action>`` counts; it must be admissible
+    now. No action tag, a missing ``<think>`` (``require_think``) or an
+    inadmissible action is invalid: the world answers "Nothing happens.", the
+    step counts, and the turn gets ``invalid.penalty`` (-0.1, public code).
+
+Rewards
+    1 on the turn that achieves the goal (the attempt then stops); invalid
+    turns -0.1. A seat's return is 1 - 0.1 x (its invalid turns) if it solved
+    the task, else -0.1 x (its invalid turns). Default training: trajectory
+    credit, GRPO over the episode's G attempts.
+
+Skills (``skills/``) and AUSO's probes
+    General principles, common mistakes and task-specific skills (in-domain
+    types only), as context text. The student prompt gets the top k = 3
+    task-specific skills for the task description by BM25. With
+    ``skills.probes`` every turn also records the teacher context (all skills)
+    and the no-skill context for the same state (``Turn.probes``), which the
+    learner scores with forward passes only.
+
+Metrics
+    success_rate (p), success/<task type>, out_of_steps_rate, steps,
+    invalid_rate.
+
+Deviations from ALFWorld / the public code
+    * A procedural world, not ALFRED scenes; the object and receptacle
+      vocabulary is ALFWorld's, the physics simpler (any object fits any
+      receptacle; heating, cooling and cleaning need only the appliance).
+    * Inadmissible actions are invalid (penalised) rather than a silent
+      "Nothing happens."; the public code penalises format errors only.
+    * An attempt that runs out of steps is recorded per seat (status
+      ``out_of_steps``, metric out_of_steps_rate, ``info["out_of_steps"]``):
+      the episode's own truncation flag is episode-wide, so the episode ends
+      as a termination once all G attempts have stopped.
+    * Skills are retrieved by BM25 (the public code uses an embedding model).
+
+Version history
+    v0: first release.
+"""
+
+from __future__ import annotations
+
+from games.household.env import HouseholdGame, env
+from games.household.types import HouseholdConfig, HouseholdObservation, HouseholdOptions
+
+__all__ = ["HouseholdConfig", "HouseholdGame", "HouseholdObservation", "HouseholdOptions", "env"]
