@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LOG    := $(VENV)/install.log
 
-.PHONY: test train setup clean
+.PHONY: test train setup clean mutation
 
 setup: $(STAMP)
 
@@ -37,6 +37,17 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Mutation testing of the pure rules, the learner maths and LLMGame's phase and
+# invalid-output logic (mutmut; config in pyproject.toml [tool.mutmut]; fast tests
+# only). Not part of `make test`: it takes about N minutes on 2 cores. Prints the
+# score per module; bench/MUTATION.md has the latest figures and the equivalent mutants.
+mutation: $(STAMP)
+	rm -rf mutants && mkdir mutants
+	$(BIN)/python tests/mutation_score.py --patterns \
+	  | ARENA_HYPOTHESIS_EXAMPLES=20 xargs -d '\n' $(BIN)/mutmut run --max-children $$(nproc) > mutants/run.log 2>&1 \
+	  || { tail -c 3000 mutants/run.log; exit 1; }
+	$(BIN)/python tests/mutation_score.py --min 90
 
 train: $(STAMP)
 	$(BIN)/python -m arena.train games/spy/spy.yaml

@@ -1,0 +1,123 @@
+"""Mutation score per module from mutmut's results (``make mutation`` runs this after ``mutmut run``).
+
+Reads ``mutants/**/*.py.meta`` (mutmut 3's result files) and prints, per covered
+module: mutants, killed, survived, no tests, timeouts, and the score
+``killed / (mutants - equivalent)``. Mutants judged equivalent (no test can tell
+them apart; each is argued in ``bench/MUTATION.md``) are listed in
+``EQUIVALENT`` below and left out of the denominator; a listed mutant that is
+killed after all is reported so the list stays honest.
+
+    python tests/mutation_score.py            # the table
+    python tests/mutation_score.py --survivors  # also the surviving mutants' names
+    python tests/mutation_score.py --min 90     # exit 1 when a module scores below 90%
+
+Only the functions named in ``SCOPE`` count: of ``arena/game.py``, the phase and
+invalid-output logic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: module -> mutant-name patterns that count (mutmut names: ``module.x_func__mutmut_N``,
+#: ``module.xǁClassǁmethod__mutmut_N``).
+GAME_FUNCTIONS = (
+    "step", "_on_invalid", "_advance_phase", "_enter", "outputs", "credit", "credit_phase",
+    "pending_seats", "_render_prompt", "prompt", "truncate", "_record",
+)
+SCOPE: dict[str, tuple[str, ...]] = {
+    "games/spy/rules.py": ("games.spy.rules.*",),
+    "arena/rules.py": ("arena.rules.*",),
+    "arena/game.py": tuple(f"arena.game.xǁLLMGameǁ{f}__mutmut_*" for f in GAME_FUNCTIONS),
+    "learners/advantages.py": ("learners.advantages.*",),
+    "learners/estimators.py": ("learners.estimators.*",),
+    "learners/losses.py": ("learners.losses.*",),
+    "learners/samples.py": ("learners.samples.*",),
+    "learners/schedule.py": ("learners.schedule.*",),
+}
+
+#: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
+EQUIVALENT: set[str] = set()
+
+KILLED = {1, 3, 37}  # pytest failed / internal error / caught by type check
+SURVIVED = {0}
+NO_TESTS = {5, 33}
+TIMEOUT = {24, -24, 36, 152, 255}
+
+
+def patterns() -> list[str]:
+    """Every pattern, for ``mutmut run`` (so only the counted mutants are run)."""
+    return [p for pats in SCOPE.values() for p in pats]
+
+
+def results() -> dict[str, dict[str, int | None]]:
+    out = {}
+    for module, pats in SCOPE.items():
+        meta = ROOT / "mutants" / f"{module}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        out[module] = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, p) for p in pats)}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--survivors", action="store_true", help="list surviving (and untested) mutants")
+    ap.add_argument("--min", type=float, default=None, help="exit 1 when a module's score is below this percent")
+    args = ap.parse_args()
+    rows, failing, stray = [], [], []
+    header = f"{'module':26} {'mutants':>7} {'killed':>6} {'survived':>8} {'equiv':>5} {'no test':>7} {'timeout':>7} {'unrun':>5} {'score':>7}"
+    for module, codes in results().items():
+        c = Counter()
+        for key, code in codes.items():
+            if key in EQUIVALENT:
+                c["equiv"] += 1
+                if code in KILLED:
+                    stray.append(key)
+            elif code in KILLED:
+                c["killed"] += 1
+            elif code in SURVIVED:
+                c["survived"] += 1
+            elif code in NO_TESTS:
+                c["no_tests"] += 1
+            elif code in TIMEOUT:
+                c["timeout"] += 1
+            elif code is None:
+                c["unrun"] += 1
+            else:
+                c["other"] += 1
+        counted = len(codes) - c["equiv"] - c["unrun"]
+        # A timeout means the mutant hung the tests: detected, so it counts as killed.
+        score = 100.0 * (c["killed"] + c["timeout"]) / counted if counted else float("nan")
+        rows.append(
+            f"{module:26} {len(codes):7d} {c['killed']:6d} {c['survived']:8d} {c['equiv']:5d} "
+            f"{c['no_tests']:7d} {c['timeout']:7d} {c['unrun']:5d} {score:6.1f}%"
+        )
+        if args.min is not None and not score >= args.min:
+            failing.append(module)
+        if args.survivors:
+            for key, code in sorted(codes.items()):
+                if key not in EQUIVALENT and (code in SURVIVED or code in NO_TESTS):
+                    rows.append(f"    {'survived' if code in SURVIVED else 'no tests'}: {key}")
+    print(header)
+    print("\n".join(rows))
+    print("score = (killed + timeout) / (mutants - equivalent - unrun); `mutmut show NAME` prints a mutant's diff")
+    if stray:
+        print("listed as equivalent but killed (remove from EQUIVALENT):", ", ".join(stray))
+    if failing:
+        print(f"below {args.min}%: {', '.join(failing)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--patterns":
+        print("\n".join(patterns()))
+        sys.exit(0)
+    sys.exit(main())
