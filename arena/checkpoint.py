@@ -89,10 +89,11 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def find_checkpoint(path: Path) -> Path:
-    """``path`` is a checkpoint folder or a run folder (its newest checkpoint)."""
+    """``path`` is a checkpoint folder or a run folder (its newest checkpoint that has its
+    ``state.json``: a ``step_*`` folder without one is never chosen)."""
     if (path / "state.json").is_file():
         return path
-    found = list_checkpoints(path)
+    found = [p for p in list_checkpoints(path) if (p / "state.json").is_file()]
     if not found:
         raise FileNotFoundError(f"no checkpoint under {path}")
     return found[-1]
