@@ -72,6 +72,35 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     return out
 
 
+def plot_payoff(players: list[str], matrices: dict[str, list[list[float | None]]], out: Path, title: str = "") -> Path:
+    """A tournament's payoff matrices (``overall`` first, then one per role) as heatmaps in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = list(matrices)
+    size = 1.0 + 0.55 * len(players)
+    fig, axes = plt.subplots(1, len(names), figsize=(size * len(names) + 1.5, size + 0.8), squeeze=False,
+                             constrained_layout=True)
+    for ax, name in zip(axes.flat, names):
+        m = np.array([[np.nan if v is None else v for v in row] for row in matrices[name]], dtype=float)
+        im = ax.imshow(m, vmin=0.0, vmax=1.0, cmap="RdBu")
+        for i in range(len(players)):
+            for j in range(len(players)):
+                if not np.isnan(m[i, j]):
+                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8)
+        ax.set_xticks(range(len(players)), players, rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(len(players)), players, fontsize=8)
+        ax.set_title(name if name == "overall" else f"row as {name}", fontsize=9)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="row's mean result vs column")
+    fig.suptitle(title or "payoff matrix")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m arena.plot", description=__doc__.split("\n")[0])
     p.add_argument("run_dir", type=Path)
