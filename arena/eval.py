@@ -3,6 +3,7 @@
     python -m arena.eval games/spy/spy.yaml --games 64                         # the config's seats
     python -m arena.eval spy --set policies.learner.model=runs/spy --games 64  # a trained checkpoint
     python -m arena.eval examples/sealed_bid.yaml --set "seats={'*': 'scripted:shrewd'}" --games 50
+    python -m arena.eval pairwise games/lsp/lsp.yaml --base judge --judge judge   # win rate vs a base (arena/pairwise.py)
 
 Seats play the policies the config (with ``--set``) maps them to, so a
 checkpoint, the base model, a bot or a server is evaluated the same way.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["pairwise"]:  # win rate against a base on held-out instructions: arena/pairwise.py
+        from arena.pairwise import main as pairwise_main
+
+        return pairwise_main(argv[1:])
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     if args.games < 2:

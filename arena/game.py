@@ -179,6 +179,10 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     def episode_metrics(self) -> dict[str, float]:
         return {}
 
+    def step_metrics(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """Metrics over a whole step's episodes (e.g. diversity across games), logged as ``game/<key>``."""
+        return {}
+
     def outcome_scores(self) -> dict[str, float]:
         """Each seat's score for :meth:`outcome`; default: its total reward."""
         return {s: sum(t.reward for t in self.turns if t.seat == s) for s in self.possible_agents}

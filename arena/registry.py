@@ -18,6 +18,7 @@ from typing import Any
 
 GAMES: dict[str, str] = {
     "spy": "games.spy:SpyGame",
+    "lsp": "games.lsp:LspGame",
     "household": "games.household:HouseholdGame",
 }
 

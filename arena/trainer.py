@@ -87,7 +87,7 @@ class Trainer:
         self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref)
         self.estimator_states = EstimatorStates(cfg.learner.estimators)
         self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
-        env = cfg.game.make_env()
+        env = self.probe_env = cfg.game.make_env()  # also computes the game's step metrics
         self.state = env.make_state()
         self.runner = build_runner(cfg, self.policies, state=self.state)
         self._report_untrained_phases(env)
@@ -163,6 +163,7 @@ class Trainer:
         self.sync_weights()
         t2 = time.perf_counter()
         summary = episode_summary(episodes)
+        summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
         self.schedule.update({k.removeprefix("game/"): v for k, v in summary.items() if k.startswith("game/")})
         state_stats = self.state.update(episodes, self.policies) if self.state is not None else {}
         self.step = step

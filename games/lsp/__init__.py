@@ -1,0 +1,96 @@
+"""LSP: Language Self-Play, data-free training (``lsp_v0``).
+
+After Kuba et al., "Language Self-Play For Data-Free Training" (arXiv
+2509.07414, v3); the paper has no public code, so this docstring is the spec.
+One episode is ONE query of the paper's Algorithm 1; a training step of N
+games is the paper's step of N queries.
+
+Seats
+    ``challenger_0``; ``solver_0 .. solver_{G-1}`` (``n_solvers``, G); the referee:
+    ``reward_0 .. reward_{G-1}`` when ``task_reward: reward_model`` and
+    ``judge_0 .. judge_{G-1}`` when ``mode: lsp``. Challenger and solvers are
+    meant for the shared trainable policy; ``reward_*`` for a reward-model policy
+    (``kind: reward_model``), ``judge_*`` for the FROZEN initial model.
+
+Episode
+    1. ``challenge``: the challenger gets the challenger prompt with ``{task}``
+       and ``{template}`` (``task`` / ``template``; empty = general instructions /
+       free form) and writes one query between ``[Start Generation]`` and
+       ``[End Generation]``. No query -> invalid: the game ends there, the reason
+       is recorded (``info.no_query_reason``) and ``invalid`` decides the
+       penalty (default: penalty mode, -1).
+    2. ``solve`` (hidden): each solver gets the raw query as its only message
+       (no system prompt) and answers; solvers never see each other.
+    3. ``referee`` (hidden; played only when there is a reward model or
+       ``mode: lsp``): ``reward_j`` reads (query as the user turn, answer j as
+       the assistant turn) and replies with its score; ``judge_j`` reads the
+       7-criteria prompt with the query and answer j and replies with a short
+       justification, ``<Calculation>...</Calculation>`` and ``<Score>k</Score>``.
+
+Action grammar
+    challenge: ``query_format: strict`` (paper): the stripped text between the
+    first ``[Start Generation]`` and the next ``[End Generation]``; ``lenient``
+    also takes the text after a lone start marker, else the first non-empty
+    line. Queries are cut to ``max_query_chars``. solve: any text is an answer.
+    reward: ``float(text)``, finite, else unparseable. judge: k of the last
+    ``<Score>k</Score>`` with k in 0..7; the closing tag may be missing at the
+    very end (it is the judge's stop string, which generation cuts off);
+    anything else is unparseable. Unparseable verdicts score
+    ``unparseable_reward`` / ``unparseable_score`` (default 0); they are counted
+    in ``rm_unparseable_rate`` / ``judge_unparseable_rate``, never as invalid
+    turns, so they do not touch the solvers' invalid rate.
+
+Rewards (booked per turn)
+    ``R_j = R(q, a_j)``: the reward seat's score, or the verifier (below).
+    ``V(q) = mean_j R_j``; LSP: ``R_Q,j`` in 0..7 and ``V_Q(q) = mean_j R_Q,j``.
+    ``lsp_zero``: solver j gets ``R_j``, the challenger ``-V(q)``.
+    ``lsp``: solver j gets ``R_j + R_Q,j``, the challenger ``-V(q) + V_Q(q)``
+    (general-sum). Referee seats get nothing.
+
+Training (``training_defaults``; the learner's registered pieces, no special case)
+    ``solve``: estimator ``lsp_solver`` grouped by episode: ``R - V(q)`` (no std).
+    ``challenge``: ``lsp_challenger``: reward minus the mean over the step's
+    challenger turns = ``mean_i V(q_i) - V(q)``. Loss ``reinforce`` (ratio's
+    denominator detached, no clipping), KL to the frozen reference with
+    beta 0.05 on both roles; ``L = L_sol + alpha_ch * L_ch`` with alpha_ch the
+    challenge phase's ``loss_weight``.
+
+Metrics
+    Per game: ``R`` (= V(q)), ``R_Q`` (= V_Q(q)), ``no_query``, ``query_words``,
+    ``answer_words``, ``code_answer_share`` (share of answers whose lines are
+    more than ``code_threshold`` code: fenced, or code-looking lines), the
+    unparseable rates. Per step (``step_metrics``): ``query_distinct_n``
+    (distinct ``ngram``-grams across the step's queries) and ``V_spread`` (std
+    of V(q) over the step's queries, what the challenger's advantages are made of).
+
+Choices the paper leaves open (ours)
+    * G = 4 by default; alpha_ch = 1 (``loss_weight`` of ``challenge``).
+    * One episode per query, so a step's N queries are N games.
+    * Query-less challenger outputs: -1 by default (the paper does not say).
+
+Deviations, all deliberate
+    * Prompts are our wording of the paper's, not its verbatim text.
+    * ``query_format: lenient`` exists for models too small to write the
+      markers (the CPU config uses it); the default is the paper's strict form.
+    * ``task_reward: verifier`` (``verifier: arithmetic``): the paper PROPOSES a
+      verifier for tasks with checkable answers but does not demonstrate one.
+      Ours reads the first integer expression with + - * (at most 4 operands of
+      at most 6 digits) from the query; a query without one is invalid, like a
+      query-less output. ``R = 1`` when the answer's final number (last
+      ``\\boxed{}`` or last number) equals its value, else 0. ``lsp.yaml`` uses it
+      on CPU, where no reward model can be downloaded and a 135M model as a
+      generative judge of free-form answers gives little more than noise: with
+      ``{template}`` asking for arithmetic, R is exact and cheap, the challenger
+      is rewarded for harder problems, and R_Q still comes from the frozen model.
+      ``lsp.paper.yaml`` keeps the reward model (Skywork-Reward-V2-Llama-3.2-3B).
+
+Version history
+    v0: first release.
+"""
+
+from __future__ import annotations
+
+from games.lsp.env import LspGame, env
+from games.lsp.types import LspConfig, LspObservation
+
+__all__ = ["LspConfig", "LspGame", "LspObservation", "env"]

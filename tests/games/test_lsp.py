@@ -1,0 +1,244 @@
+"""LSP: rules, rewards, advantages, conformance (fast: scripted seats and hand-written texts)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.config import load_config
+from arena.game import Invalid
+from arena.runner import Runner, SeatMap
+from arena.testing import check_any_text_is_legal, check_game, completions, play_texts
+from games.lsp import LspGame
+from games.lsp.bots import BOTS, coder_bot, default_bot
+from games.lsp.rules import (
+    arithmetic_reward,
+    arithmetic_target,
+    challenger_reward,
+    code_share,
+    distinct_n,
+    extract_query,
+    final_number,
+    parse_reward,
+    parse_score,
+    solver_rewards,
+)
+from learners.config import LearnerConfig
+from learners.estimators import EstimatorStates
+from learners.samples import build_samples
+from policies.scripted import ScriptedPolicy, random_bot
+
+CONFIGS = {
+    "paper": {},
+    "zero_rm": {"mode": "lsp_zero"},
+    "lsp_verifier": {"task_reward": "verifier", "query_format": "lenient"},
+    "zero_verifier": {"task_reward": "verifier", "mode": "lsp_zero"},
+    "retry": {"task_reward": "verifier", "invalid": {"mode": "retry", "retries": 2}},
+}
+Q = "[Start Generation]\nWhat is 12 + 30?\n[End Generation]"
+
+
+# ------------------------------------------------------------------ pure rules
+def test_query_extraction_strict_and_lenient() -> None:
+    assert extract_query(f"Sure! {Q} done") == "What is 12 + 30?"
+    assert isinstance(extract_query("What is 12 + 30?"), Invalid)
+    assert isinstance(extract_query("[Start Generation] no end"), Invalid)
+    assert isinstance(extract_query("[Start Generation]  [End Generation]"), Invalid)
+    assert extract_query("[Start Generation] no end", "lenient") == "no end"
+    assert extract_query("\n\n  first line?\nsecond", "lenient") == "first line?"
+    assert extract_query("[Start Generation]" + "x" * 50 + "[End Generation]", max_chars=10) == "x" * 10
+
+
+def test_score_parsing_hand_cases() -> None:
+    assert parse_score("ok <Calculation>1+1=2</Calculation>\n<Score>2</Score>") == 2
+    assert parse_score("<Score>3</Score> then <score> 6 </score>") == 6
+    assert parse_score("Justification. <Score>5") == 5  # the stop string cut the closing tag
+    assert parse_score("<Score>8</Score>") is None
+    assert parse_score("<Score>5 out of 7") is None
+    assert parse_score("Score: 5") is None
+
+
+@given(st.one_of(completions(), st.builds(lambda a, k, b: f"{a}<Score>{k}</Score>{b}", st.text(), st.integers(-5, 99), st.text())))
+def test_score_is_none_or_an_integer_in_0_to_7(text: str) -> None:
+    k = parse_score(text)
+    assert k is None or (isinstance(k, int) and 0 <= k <= 7)
+
+
+def test_reward_parsing() -> None:
+    assert parse_reward(repr(-1.25)) == -1.25
+    assert parse_reward(" 3 ") == 3.0
+    for bad in ("nan", "inf", "", "1e999", "five"):
+        assert parse_reward(bad) is None
+
+
+def test_arithmetic_verifier() -> None:
+    assert arithmetic_target("What is 23 + 45 * 2?") == 113
+    assert arithmetic_target("Compute 1,000 x 3 please") == 3000
+    assert arithmetic_target("What is 7 - 10?") == -3
+    assert isinstance(arithmetic_target("What is A + B?"), Invalid)
+    assert isinstance(arithmetic_target("1 + 2 + 3 + 4 + 5"), Invalid)  # too many operands
+    assert isinstance(arithmetic_target("1234567 * 2"), Invalid)  # too many digits
+    assert final_number("So 23 + 45 = 68.") == 68
+    assert final_number("\\boxed{12} and later 13") == 12
+    assert final_number("no number") is None
+    assert arithmetic_reward(68, "68") == 1.0 and arithmetic_reward(68, "It is 67") == 0.0
+
+
+def test_code_share_and_diversity() -> None:
+    assert code_share("```python\nx = 1\nprint(x)\n```") == 1.0
+    assert code_share("def f(a):\n    return a\nThat is the function.") == pytest.approx(2 / 3)
+    assert code_share("Paris is the capital of France.\nIt is on the Seine.") == 0.0
+    assert code_share("") == 0.0
+    assert distinct_n(["a b c", "a b d"], 2) == 0.75  # bigrams: ab bc ab bd -> 3 distinct of 4
+    assert distinct_n(["same words", "same words"], 1) == 0.5
+    assert distinct_n([], 2) == 0.0
+
+
+def test_reward_formulas() -> None:
+    assert solver_rewards([1.0, 0.0], None) == [1.0, 0.0]
+    assert solver_rewards([1.0, 0.0], [3.0, 7.0]) == [4.0, 7.0]
+    assert challenger_reward([1.0, 0.0], None) == -0.5
+    assert challenger_reward([1.0, 0.0], [3.0, 7.0]) == -0.5 + 5.0
+
+
+# ------------------------------------------------------------------ the game
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_conformance_kit(name: str) -> None:
+    check_game(lambda: LspGame(**CONFIGS[name]), bot=default_bot)
+    check_game(lambda: LspGame(**CONFIGS[name]))
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@given(texts=st.lists(completions(), min_size=1, max_size=6))
+def test_any_string_from_any_seat_never_raises(name: str, texts: list[str]) -> None:
+    check_any_text_is_legal(lambda: LspGame(**CONFIGS[name]), texts)
+    check_any_text_is_legal(lambda: LspGame(**CONFIGS[name]), [Q, *texts])  # past the challenger too
+
+
+@given(judge=completions())
+def test_r_q_is_an_integer_in_0_to_7_whatever_the_judge_writes(judge: str) -> None:
+    env = LspGame(task_reward="verifier", n_solvers=2)
+    ep = play_texts(env, 0, [Q, "42", "41", judge, judge])
+    assert [t.seat for t in ep.turns] == ["challenger_0", "solver_0", "solver_1", "judge_0", "judge_1"]
+    for j, r in ((0, 1.0), (1, 0.0)):
+        r_q = ep.rewards[f"solver_{j}"] - r
+        assert r_q == int(r_q) and 0 <= r_q <= 7
+    assert ep.metrics["R_Q"] in [k / 1 for k in range(8)]
+    assert 0 <= ep.metrics["judge_unparseable_rate"] <= 1
+    assert all(t.valid for t in ep.turns), "an unparseable verdict is not an invalid turn"
+
+
+def test_lsp_zero_plays_no_judge_seat() -> None:
+    zero = LspGame(task_reward="verifier", mode="lsp_zero")
+    assert not [s for s in zero.possible_agents if s.startswith(("judge", "reward"))]
+    ep = play_texts(zero, 0, [Q, "42", "0", "42", "1"])
+    assert {t.phase for t in ep.turns} == {"challenge", "solve"}
+    assert ep.rewards["challenger_0"] == -0.5 and ep.rewards["solver_0"] == 1.0
+    rm_zero = LspGame(mode="lsp_zero", n_solvers=2)
+    assert [s for s in rm_zero.possible_agents if s.startswith(("judge", "reward"))] == ["reward_0", "reward_1"]
+    ep = play_texts(rm_zero, 0, [Q, "a", "b", "0.5", "nonsense"])
+    assert ep.rewards["solver_0"] == 0.5 and ep.rewards["solver_1"] == 0.0  # unparseable_reward
+    assert ep.metrics["rm_unparseable_rate"] == 0.5 and "R_Q" not in ep.metrics
+
+
+def test_lsp_rewards_by_hand() -> None:
+    env = LspGame(n_solvers=2)  # reward model + judge
+    ep = play_texts(env, 0, [Q, "a0", "a1", "2.0", "-1.0", "<Score>7</Score>", "junk"])
+    # R = (2, -1), R_Q = (7, 0 unparseable): solvers R + R_Q, challenger -V + V_Q = -0.5 + 3.5
+    assert ep.rewards == pytest.approx({"challenger_0": 3.0, "solver_0": 9.0, "solver_1": -1.0,
+                                        "reward_0": 0.0, "reward_1": 0.0, "judge_0": 0.0, "judge_1": 0.0})
+    assert ep.metrics["judge_unparseable_rate"] == 0.5
+    judge_turn = next(t for t in ep.turns if t.seat == "judge_1")
+    assert "a1" in judge_turn.messages[0]["content"] and "a0" not in judge_turn.messages[0]["content"]
+    solver_turn = next(t for t in ep.turns if t.seat == "solver_0")
+    assert solver_turn.messages == [{"role": "user", "content": "What is 12 + 30?"}]  # raw query, no system prompt
+    reward_turn = next(t for t in ep.turns if t.seat == "reward_0")
+    assert reward_turn.messages == [{"role": "user", "content": "What is 12 + 30?"}, {"role": "assistant", "content": "a0"}]
+
+
+def test_no_query_ends_the_game_with_the_penalty() -> None:
+    ep = play_texts(LspGame(), 0, ["I will not write a query."])
+    assert [t.seat for t in ep.turns] == ["challenger_0"]
+    assert ep.rewards["challenger_0"] == -1.0 and ep.metrics == {"no_query": 1.0}
+    assert "no query" in ep.info["no_query_reason"]
+    ep = play_texts(LspGame(task_reward="verifier"), 0, ["[Start Generation]Write a poem.[End Generation]"])
+    assert "arithmetic" in ep.info["no_query_reason"] and ep.rewards["challenger_0"] == -1.0
+
+
+def test_configs_load_with_lsp_estimators() -> None:
+    for path in ("games/lsp/lsp.yaml", "games/lsp/lsp.paper.yaml", "lsp"):
+        cfg = load_config(path)
+        est = cfg.learner.estimators
+        assert est["challenge"].name == "lsp_challenger" and est["solve"].name == "lsp_solver"
+        assert cfg.learner.loss == "reinforce" and cfg.learner.beta == 0.05
+    paper = load_config("games/lsp/lsp.paper.yaml")
+    assert paper.policies["rm"].model == "Skywork/Skywork-Reward-V2-Llama-3.2-3B"
+
+
+# ------------------------------------------------------------------ advantages
+def _episodes(settings: dict, bot, n: int = 6) -> list:
+    policy = ScriptedPolicy(bot, name="learner")
+    runner = Runner(lambda: LspGame(**settings), {"learner": policy}, SeatMap({"*": "learner"}), num_envs=3)
+    episodes = runner.play(list(range(n)))
+    for ep in episodes:  # scripted turns carry no tokens; give the trainable ones some
+        for t in ep.turns:
+            if t.role in ("challenger", "solver"):
+                t.prompt_ids, t.completion_ids, t.logprobs = [1, 2], [3], [-0.5]
+    return episodes
+
+
+def _samples(episodes: list, drop: bool = False) -> list:
+    defaults = LspGame.training_defaults["learner"]
+    cfg = LearnerConfig(estimators=defaults["estimators"], drop_zero_variance=drop)
+    samples, _ = build_samples(episodes, ["challenge", "solve"], cfg, EstimatorStates(cfg.estimators), "learner")
+    return samples
+
+
+@pytest.mark.parametrize("name", ["paper", "zero_rm", "lsp_verifier", "zero_verifier"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solver_advantages_sum_to_zero_per_query_and_challenger_over_the_step(name: str, seed: int) -> None:
+    episodes = _episodes(CONFIGS[name] | {"n_solvers": 3}, default_bot, n=5 + seed)
+    samples = _samples(episodes)
+    by_query: dict[str, list[float]] = {}
+    for s in samples:
+        if s.phase == "solve":
+            by_query.setdefault(s.extras["group"], []).append(s.advantage)
+    assert len(by_query) == len(episodes) and all(len(v) == 3 for v in by_query.values())
+    for adv in by_query.values():
+        assert math.isclose(sum(adv), 0.0, abs_tol=1e-9)
+    challenger = [s for s in samples if s.phase == "challenge"]
+    assert len(challenger) == len(episodes)
+    assert math.isclose(sum(s.advantage for s in challenger), 0.0, abs_tol=1e-9)
+
+
+def test_challenger_advantage_is_mean_v_minus_v_in_lsp_zero() -> None:
+    episodes = _episodes(CONFIGS["zero_verifier"], default_bot, n=8)
+    v = torch.tensor([ep.metrics["R"] for ep in episodes], dtype=torch.float64)
+    got = torch.tensor([s.advantage for s in _samples(episodes) if s.phase == "challenge"], dtype=torch.float64)
+    assert torch.allclose(got, v.mean() - v)
+
+
+# ------------------------------------------------------------------ watch metrics
+def test_reward_hacking_metrics() -> None:
+    env = LspGame(task_reward="verifier", mode="lsp_zero")
+    plain = _episodes(CONFIGS["zero_verifier"], default_bot)
+    coded = _episodes(CONFIGS["zero_verifier"], coder_bot)
+    assert all(ep.metrics["code_answer_share"] == 0.0 for ep in plain)
+    assert all(ep.metrics["code_answer_share"] == 1.0 for ep in coded)
+    assert all(ep.metrics["query_words"] == 5 and ep.metrics["answer_words"] > 0 for ep in plain)
+    step = env.step_metrics(plain)
+    assert 0 < step["query_distinct_n"] <= 1 and step["V_spread"] >= 0
+    same = env.step_metrics([play_texts(LspGame(task_reward="verifier", mode="lsp_zero"), s, [Q, "42"]) for s in range(3)])
+    assert same["query_distinct_n"] == pytest.approx(3 / 9) and same["V_spread"] == 0.0
+    assert set(BOTS) == {"default", "coder"}
+    assert env.step_metrics([play_texts(LspGame(), 0, ["no query"])]) == {}
+
+
+def test_random_seats_end_every_game() -> None:
+    runner = Runner(lambda: LspGame(n_solvers=2), {"r": ScriptedPolicy(random_bot, name="r")}, SeatMap({"*": "r"}), num_envs=2)
+    episodes = runner.play(list(range(4)))
+    assert all(ep.metrics.get("no_query") == 1.0 for ep in episodes)  # random text has no markers
