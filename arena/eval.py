@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="which block of held-out seeds (default 0)")
     p.add_argument("--json", type=Path, default=None, help="write the summary (and the seeds) here")
     p.add_argument("--episodes", type=Path, default=None, help="append the games to this JSONL file")
+    p.add_argument("--compare-set", dest="compare", action="append", default=[], metavar="KEY=VALUE",
+                   help="paired comparison: arm B is the config plus these overrides, on the same seeds (arena/compare.py)")
     return p
 
 
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return pairwise_main(argv[1:])
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
+    cfg_b = load_config(args.config, args.overrides + args.compare) if args.compare else None
     if args.games < 2:
         raise ConfigError(f"--games: at least 2 games make an interval (got {args.games})")
     from arena.build import build_policies, build_runner
@@ -106,8 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'metric':<32} {'mean':>9} {'95% interval':>22}")
     for key, s in summary.items():
         print(f"{key:<32} {s['mean']:>9.4f}   [{s['low']:>8.4f}, {s['high']:>8.4f}]")
+    from arena.compare import paired_summary, play_held_out, print_paired, print_ratios, ratio_summary
+
+    extra: dict = {"ratios": ratio_summary(cfg.game.cls, cfg.game.settings, episodes, seed=args.seed)}
+    print_ratios(extra["ratios"])
+    if cfg_b is not None:
+        del policies, runner  # arm A's models are not needed while B plays
+        extra["paired"] = paired_summary(episodes, play_held_out(cfg_b, seeds), cfg.game.cls, seed=args.seed)
+        extra["compare_set"] = args.compare
+        print_paired(extra["paired"], " ".join(args.overrides) or "the config", " ".join(args.compare))
     if args.json:
-        args.json.write_text(json.dumps({"seats": cfg.seat_table(), "seeds": seeds, "metrics": summary}, indent=2))
+        args.json.write_text(json.dumps({"seats": cfg.seat_table(), "seeds": seeds, "metrics": summary} | extra, indent=2))
     if args.episodes:
         write_jsonl(episodes, args.episodes)
     return 0

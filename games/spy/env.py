@@ -44,6 +44,8 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
     roles = ("spy", "civilian", "detector")
     zero_sum = ("perform",)
     headline_metrics = ("detection_accuracy", "parseable_vote_rate")
+    #: arena.eval's pooled ratios (arena/compare.py): accuracy among votes naming a player, against chance 1/n.
+    eval_ratios = {"named_vote_accuracy": ("detection_accuracy", "parseable_vote_rate - na_rate", "1/n_players")}
     plot_panels = (
         ("reward per role", ("reward/spy", "reward/civilian", "reward/detector")),
         ("detection", ("game/detection_accuracy", "game/na_rate", "game/parseable_vote_rate", "game/spy_caught")),
