@@ -320,22 +320,144 @@ def test_only_the_play_routes_write(scripted_site: tuple[Path, Server]) -> None:
             assert route.path.startswith("/play"), route.path
 
 
-def test_cli_binds_loopback_and_prints_its_address(tmp_path: Path) -> None:
-    make_scripted_run(tmp_path, steps=1, games=1)
-    proc = subprocess.Popen([sys.executable, "-m", "arena.view", str(tmp_path), "--port", "0"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        assert line.startswith("arena view: http://127.0.0.1:"), line + proc.stderr.read()  # type: ignore[union-attr]
-        import urllib.request
+def test_cli_binds_loopback_and_prints_its_address(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import urllib.request
 
-        url = line.split()[2]
-        assert "spy_v0" in urllib.request.urlopen(url, timeout=10).read().decode()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     from arena.config import ConfigError
-    from arena.view.__main__ import main
+    from arena.view.__main__ import build_parser, make_server
 
-    with pytest.raises(ConfigError, match="run_dir: no such folder"):  # run_cli turns it into exit 2, one line
-        main([str(tmp_path / "nope")])
+    make_scripted_run(tmp_path, steps=1, games=1)
+    args = build_parser().parse_args([str(tmp_path), "--port", "0"])
+    assert args.host == "127.0.0.1"
+    server = make_server(Path(args.run_dir), args.host, args.port)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.time() + 30
+        while not server.started and time.time() < deadline:
+            time.sleep(0.05)
+        line = capsys.readouterr().out
+        assert line.startswith("arena view: http://127.0.0.1:"), line
+        assert "spy_v0" in urllib.request.urlopen(line.split()[2], timeout=10).read().decode()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    with pytest.raises(ConfigError, match="run_dir: no such folder"):  # run_cli makes it exit 2 with one line
+        make_server(tmp_path / "nope")
+
+
+# ---------------------------------------------------------------- playing in the browser
+def play_to_the_end(browser: Any, url: str, config: str, seat: str, opponent: str, timeout: float = 120) -> str:
+    """Start a game on the play page, type every turn of ``seat``, return the saved episode's link."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    browser.get(f"{url}/play?config={config}")
+    form = browser.find_element(By.ID, "start")
+    Select(form.find_element(By.NAME, "seat")).select_by_value(seat)
+    Select(form.find_element(By.NAME, "opponent")).select_by_value(opponent)
+    _shot(browser, "play_form.png")
+    form.submit()
+    typed = 0
+
+    def next_state(d: Any) -> str | bool:
+        try:
+            if d.find_elements(By.ID, "done"):
+                return "done"
+            if d.find_elements(By.ID, "error"):
+                return "error"
+            if d.find_elements(By.ID, "reply"):
+                return "you"
+        except StaleElementReferenceException:
+            pass
+        return False
+
+    while True:
+        state = WebDriverWait(browser, timeout).until(next_state)
+        if state != "you":
+            break
+        if typed == 0:
+            _shot(browser, "play.png")
+        box = browser.find_element(By.ID, "reply")
+        box.send_keys("I compared everything.\nAnswer: 42\n\\boxed{1}")
+        typed += 1
+        browser.find_element(By.ID, "send").click()
+        WebDriverWait(browser, timeout).until(lambda d: f'data-turns="{typed}"' in d.page_source)
+    assert state == "done", browser.find_element(By.ID, "error").text
+    assert typed == 2  # SpyRL: the person performs, then votes
+    _shot(browser, "play_done.png")
+    return browser.find_element(By.ID, "episode-link").get_attribute("href")
+
+
+def test_a_person_plays_spyrl_against_bots_and_the_game_is_saved(
+    browser: Any, scripted_site: tuple[Path, Server]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, server = scripted_site
+    link = play_to_the_end(browser, server.url, "run", "player_1", "scripted:copycat", timeout=30)
+    saved = [json.loads(line) for line in (run / "play" / "episodes.jsonl").read_text().splitlines()]
+    mine = [t for t in saved[-1]["turns"] if t["seat"] == "player_1"]
+    assert [t["policy"] for t in mine] == ["person", "person"] and mine[1]["action"] == "1"
+    browser.get(link)
+    assert "Answer: 42" in browser.find_element(By.ID, f"turn-{mine[0]['index']}").text
+    browser.get(server.url + "/?source=play")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == len(saved)
+
+
+# ---------------------------------------------------------------- a real (tiny) training run
+@pytest.fixture(scope="module")
+def trained_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Server]]:
+    """One training step of SpyRL on the built-in model (3 players, 2 games, 8 new tokens)."""
+    run = tmp_path_factory.mktemp("view-train") / "run"
+    sets = [*TINY, "runner.num_envs=2", "train.games_per_step=2", "train.steps=1", "train.checkpoint_every=1",
+            "train.plot=false", "learner.token_budget=512"]
+    cmd = [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *[a for s in sets for a in ("--set", s)],
+           "--run-dir", str(run)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    server = Server(run)
+    yield run, server
+    server.stop()
+
+
+@pytest.mark.slow
+def test_training_saves_advantages_and_token_logprobs_the_episode_page_shows(
+    browser: Any, trained_site: tuple[Path, Server]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, server = trained_site
+    rows = RunStore(run).rows()
+    assert len(rows) == 2 and {r.step for r in rows} == {1}
+    _, ep = RunStore(run).episode(rows[0].key)  # type: ignore[misc]
+    trained = [t for t in ep["turns"] if t["advantage"] is not None]
+    assert trained, "no turn carries the learner's advantage"
+    assert all(len(t["tokens"]) == len(t["logprobs"]) > 0 for t in ep["turns"])
+    assert "".join(ep["turns"][0]["tokens"]) == ep["turns"][0]["completion"]
+    browser.get(f"{server.url}/episode/{rows[0].key}")
+    tokens = browser.find_elements(By.CSS_SELECTOR, "pre.tokens .tok")
+    assert len(tokens) == sum(len(t["tokens"]) for t in ep["turns"])
+    assert tokens[0].get_attribute("title").startswith("logprob -") or tokens[0].get_attribute("title") == "logprob 0.000"
+    first = browser.find_element(By.ID, f"turn-{trained[0]['index']}").text
+    assert f"advantage: {trained[0]['advantage']:.3f}" in first
+    _shot(browser, "episode_trained.png")
+
+
+@pytest.mark.slow
+def test_a_person_plays_spyrl_to_the_end_against_the_built_in_model(
+    browser: Any, trained_site: tuple[Path, Server]
+) -> None:
+    run, server = trained_site
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(f"{server.url}/play?config=run")
+    options = [o.get_attribute("value") for o in Select(browser.find_element(By.NAME, "opponent")).options]
+    assert "learner" in options and "checkpoint:step_000001" in options
+    play_to_the_end(browser, server.url, "run", "player_0", "learner", timeout=180)
+    (saved,) = [json.loads(line) for line in (run / "play" / "episodes.jsonl").read_text().splitlines()]
+    policies = {t["seat"]: t["policy"] for t in saved["turns"]}
+    assert policies == {"player_0": "person", "player_1": "learner", "player_2": "learner"}
+    assert all(t["completion_ids"] for t in saved["turns"] if t["policy"] == "learner")  # the model really generated

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from arena.cli import run_cli
 from arena.config import ConfigError
@@ -19,29 +20,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    run_dir = Path(args.run_dir)
+def make_server(run_dir: Path, host: str = "127.0.0.1", port: int = 8765, tournaments: list[Path] | None = None) -> Any:
+    """A uvicorn server for the viewer that prints its address once its socket is bound."""
     if not run_dir.is_dir():
         raise ConfigError(f"run_dir: no such folder {str(run_dir)!r}; pass a run folder such as runs/spy")
     import uvicorn
 
     from arena.view.app import create_app
 
-    config = uvicorn.Config(create_app(run_dir, args.tournament), host=args.host, port=args.port, log_level="warning")
-    server = uvicorn.Server(config)
-    # The address is printed once the socket is bound (port 0 resolves to the one chosen).
+    server = uvicorn.Server(uvicorn.Config(create_app(run_dir, tournaments), host=host, port=port, log_level="warning"))
     original = server.startup
 
-    async def startup(sockets=None):  # noqa: ANN001, ANN202 - uvicorn's signature
+    async def startup(sockets: Any = None) -> None:
         await original(sockets)
-        for s in server.servers:
+        for s in server.servers:  # port 0 resolves to the port the system chose
             for sock in s.sockets:
-                host, port = sock.getsockname()[:2]
-                print(f"arena view: http://{host}:{port}/  (run {run_dir}; Ctrl-C stops)", flush=True)
+                bound_host, bound_port = sock.getsockname()[:2]
+                print(f"arena view: http://{bound_host}:{bound_port}/  (run {run_dir}; Ctrl-C stops)", flush=True)
 
     server.startup = startup  # type: ignore[method-assign]
-    server.run()
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    make_server(Path(args.run_dir), args.host, args.port, args.tournament).run()
     return 0
 
 

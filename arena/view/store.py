@@ -45,6 +45,18 @@ class Row:
     invalid: int
     text: str = field(repr=False)
 
+    @property
+    def roles_text(self) -> str:
+        """'spy: player_2 · civilian ×4': a role's seat when it has one, else its count."""
+        by_role: dict[str, list[str]] = {}
+        for seat, role in self.roles.items():
+            by_role.setdefault(role, []).append(seat)
+        return " · ".join(f"{r}: {s[0]}" if len(s) == 1 else f"{r} ×{len(s)}" for r, s in by_role.items())
+
+    @property
+    def rewards_text(self) -> str:
+        return ", ".join(f"{v:.2f}" for v in self.rewards.values())
+
 
 def outcome_label(ep: dict[str, Any]) -> str:
     """'won: <roles of the rank-1 seats>', 'draw' when every seat ranks first, 'truncated', or '-'."""
