@@ -20,6 +20,7 @@ GAMES: dict[str, str] = {
     "spy": "games.spy:SpyGame",
     "lsp": "games.lsp:LspGame",
     "household": "games.household:HouseholdGame",
+    "skill_sp": "games.skill_sp:SkillSpGame",
 }
 
 

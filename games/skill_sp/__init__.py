@@ -1,1 +1,55 @@
-"""Skill-SP (PROTOCOLS.md §3): the sandbox, the skill library and the skill controller (work in progress)."""
+"""Skill-SP (Skill Self-Play, PROTOCOLS.md §3): a proposer writes tasks from an evolving skill library,
+frozen probes vouch for them, solvers learn from executing their answers against a hidden contract.
+
+Version ``skill_sp_v0``. The authors' code is not public; this docstring is the spec and names every
+choice and deviation.
+
+**Seats and roles.** ``proposer`` (role proposer, trainable), ``probe_0 .. probe_{K-1}`` (role probe;
+map them to a frozen policy, the paper's frozen solver; K = ``probes``, paper 10) and ``solver_0 ..
+solver_{M-1}`` (role solver, trainable; M = ``solvers``).
+
+**Episode.**
+
+1. *Route* (``setup``). With probability ``exploration_share`` (1 - alpha, paper alpha = 0.5) the
+   episode is in the skill-free exploration stream; else a skill is sampled from the library snapshot
+   with probability proportional to its routing weight (``controller.py``). Options fix either.
+2. *propose* (proposer). Sees the skill's description, rules, generation hints, tools and one example
+   (task + contract), or, in exploration, only the tool list and the format. Writes one JSON object
+   ``{"task": "<visible prompt>", "contract": {"answer": ..., ...}}``; a tool-use contract also has
+   ``"calls"``, the reference tool calls. Grammar: the last JSON object in the text with a string
+   ``task`` and an object ``contract`` holding ``answer``; else a parse failure (reward -1, episode
+   ends). The contract is validated in the sandbox by the skill's ``validators.validate`` (exploration:
+   ``exploration_validators.py``: reference calls must reproduce the answer, or a non-empty answer).
+   Rejected: reward 0, episode ends.
+3. *probe* (K probes, hidden). Each sees only the task (and, for tool-use tasks, the tool list and
+   the call format) and answers with JSON. Each response is judged in the sandbox (concurrently, in a
+   bounded pool) by ``judge.evaluate``: the validators' exact ``check`` and the answer it amounts to
+   (a tool-use response's executed value). ``v_solve`` = share of probes ``check`` accepts. The task
+   is *valid* iff the unique plurality of the probes' answers equals the contract's answer
+   (``rules.probe_verdict``). Proposer reward ``1[valid] * (1 - 2 |v_solve - 0.5|)``, booked on its
+   propose turn. Not valid: episode ends.
+4. *solve* (M solvers, hidden). Same view as the probes; they never see skill text. Reward 1 if the
+   checker accepts the response (executed against the contract), else 0.
+
+**Cross-episode state** (``env.SkillState``, a :class:`~arena.game.GameState`): the
+:class:`~games.skill_sp.controller.SkillLibrary`. Envs read a frozen snapshot (active skills, weights,
+packages). After each step it records every skill-stream episode's outcome (verified, solver-consistent,
+frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, prunes, and reports
+``weight/<skill>``, ``validity/<skill>``, ``library_size``, ``pruned``. Saved with checkpoints as
+readable skill folders + ``graph.json`` + ``stats.json``.
+
+**Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and on
+``solve`` (one group per episode: the M solvers of one task). Probe turns are not trained.
+
+**Deviations and not yet implemented** (issue #11): the solver curriculum (train solvers only on the
+top ``alpha*M`` skill-stream and ``(1-alpha)*M`` exploration tasks of a step, ranked by proposer
+reward) is not applied: every valid task's solvers train. Library evolution by the frozen base model
+(refine: diagnose failure traces and rewrite rules; induce: turn high-reward exploration tasks into new
+packages) has its controller side (``SkillLibrary.refine`` / ``induce``, with structural, sandboxed and
+novelty checks) but no model call yet; pruning runs. The library graph (networkx) goes beyond the paper.
+Invalid output: parse failures are game events with the rewards above; keep ``invalid.mode: na``.
+"""
+
+from games.skill_sp.env import SkillSpGame, SkillState
+
+__all__ = ["SkillSpGame", "SkillState"]

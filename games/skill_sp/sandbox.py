@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
 import os
 import selectors
@@ -58,8 +59,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -368,11 +371,20 @@ class Job:
 
 
 class SandboxPool:
-    """A bounded pool: at most ``workers`` sandboxes run at once; results come back in job order."""
+    """A bounded pool: at most ``workers`` sandboxes run at once; results come back in job order.
 
-    def __init__(self, sandbox: Sandbox | None = None, workers: int | None = None) -> None:
+    With ``cache_size > 0`` it remembers up to that many successful results by job
+    content (files, entry point, arguments, limits), for deterministic code such as
+    validators and checkers, which see the same contracts and answers again and again.
+    Failures are never cached (a timeout may depend on the machine's load).
+    """
+
+    def __init__(self, sandbox: Sandbox | None = None, workers: int | None = None, cache_size: int = 0) -> None:
         self.sandbox = sandbox or Sandbox()
         self.workers = workers or max(2, os.cpu_count() or 2)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, SandboxResult] = OrderedDict()
+        self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
 
     def submit(self, job: Job) -> Future[SandboxResult]:
@@ -382,7 +394,31 @@ class SandboxPool:
         futures = [self.submit(j) for j in jobs]
         return [f.result() for f in futures]
 
+    @staticmethod
+    def _key(job: Job) -> str | None:
+        try:
+            text = json.dumps([sorted(job.files.items()), job.code, job.module, job.function, job.kwargs,
+                               job.limits.model_dump() if job.limits else None], sort_keys=True)  # fmt: skip
+        except (TypeError, ValueError):
+            return None
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def _one(self, job: Job) -> SandboxResult:
+        key = self._key(job) if self.cache_size else None
+        if key is not None:
+            with self._lock:
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    return self._cache[key]
+        result = self._run(job)
+        if key is not None and result.ok:
+            with self._lock:
+                self._cache[key] = result
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return result
+
+    def _run(self, job: Job) -> SandboxResult:
         try:
             if job.code is not None:
                 return self.sandbox.run(job.code, job.files, job.limits)

@@ -200,3 +200,16 @@ def test_seccomp_filter_logic(machine, arch, clone, forks):
     assert run_bpf(prog, 1, 0x40000003) == kill  # a foreign architecture
     for nr in forks:
         assert run_bpf(prog, nr, arch) == eagain
+
+
+def test_pool_cache_keeps_successes_only(sandbox):
+    with SandboxPool(sandbox, workers=2, cache_size=2) as pool:
+        job = Job(files={}, code="import time\nprint(time.time_ns())")
+        first, again = pool.map([job])[0], pool.map([job])[0]
+        assert first.ok and again is first  # served from the cache
+        failing = Job(files={}, code="raise SystemExit(3)")
+        a, b = pool.map([failing])[0], pool.map([failing])[0]
+        assert not a.ok and b is not a  # failures run again
+        for i in range(3):
+            pool.map([Job(files={}, code=f"print({i})")])
+        assert pool.map([job])[0] is not first  # evicted (least recently used)

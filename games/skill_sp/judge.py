@@ -1,0 +1,31 @@
+"""Runs inside the sandbox (standard library + ``tools`` + the task's ``validators``): judge responses.
+
+``evaluate(contract, response)`` returns ``{"correct": bool, "answer": value}``: whether the
+validators' exact checker accepts the response, and the answer it amounts to (for a
+tool-use contract, the value its tool calls return; otherwise the response itself;
+``None`` when the calls fail), which the probe majority counts. ``evaluate_all`` judges
+a phase's responses in one run (one process start instead of K); an exception in one
+response's check makes only that response wrong.
+"""
+
+import tools
+import validators
+
+
+def evaluate(contract, response):
+    correct = bool(validators.check(contract, response))
+    if isinstance(contract, dict) and "calls" in contract:
+        answer = tools.run_calls(response).get("value")
+    else:
+        answer = response
+    return {"correct": correct, "answer": answer}
+
+
+def evaluate_all(contract, responses):
+    out = []
+    for response in responses:
+        try:
+            out.append(evaluate(contract, response))
+        except Exception as exc:  # noqa: BLE001 - a validator may fail on any response
+            out.append({"correct": False, "answer": None, "error": f"{type(exc).__name__}: {exc}"[:200]})
+    return out

@@ -1,0 +1,64 @@
+"""Skill-SP's typed settings, reset options and observations (see ``games/skill_sp/__init__.py``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arena.game import GameConfig
+from arena.messages import Message
+from games.skill_sp.controller import ControllerConfig
+from games.skill_sp.sandbox import Limits
+
+
+class SkillSpConfig(GameConfig):
+    """Settings of one Skill-SP game; defaults follow the paper where it gives them."""
+
+    probes: int = Field(default=10, ge=1, le=32, description="K frozen-solver probe attempts per proposed task (paper 10).")
+    solvers: int = Field(default=4, ge=1, le=32, description="Trainable solver seats per valid task.")
+    exploration_share: float = Field(
+        default=0.5, ge=0.0, le=1.0,
+        description="Share of episodes in the skill-free exploration stream (1 - alpha; paper alpha = 0.5).",
+    )  # fmt: skip
+    skills_dir: str | None = Field(default=None, description="Folder of skill packages; default: the seed library.")
+    controller: ControllerConfig = Field(default_factory=ControllerConfig, description="Routing, pruning, induction.")
+    sandbox: Limits = Field(default_factory=Limits, description="Limits of every sandbox run (validators, checks).")
+    sandbox_workers: int = Field(default=4, ge=1, le=64, description="Sandbox runs at once (the bounded pool).")
+
+    @model_validator(mode="after")
+    def _library_loads(self) -> SkillSpConfig:
+        if self.skills_dir is not None:
+            from pathlib import Path
+
+            from games.skill_sp.loader import load_library
+
+            try:  # a broken library is a config error at start-up
+                if not load_library(Path(self.skills_dir)):
+                    raise ValueError("it holds no skill package")
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"skills_dir {self.skills_dir!r}: {exc}") from None
+        return self
+
+
+class SkillSpOptions(BaseModel):
+    """Reset options: fix the stream or the skill (replaying a chosen task's setting)."""
+
+    model_config = ConfigDict(extra="forbid")
+    stream: Literal["auto", "skill", "exploration"] = Field(default="auto", description="Which stream this episode is in.")
+    skill: str | None = Field(default=None, description="The skill to route to (implies the skill stream).")
+
+
+class SkillSpObservation(Message):
+    """What a seat sees. The proposer sees the routed skill (or none); probes and solvers only the task."""
+
+    role: Literal["proposer", "probe", "solver"]
+    skill: str = ""
+    description: str = ""
+    rules: str = ""
+    hints: str = ""
+    example_task: str = ""
+    example_contract: str = ""
+    kind: Literal["tool_use", "logic", ""] = ""
+    tools: tuple[str, ...] = ()
+    task: str = ""

@@ -1,0 +1,161 @@
+"""The Skill-SP game: rules hand values, the kit with scripted players, hostile proposals, the library state."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena.game_types import Invalid
+from arena.runner import Runner
+from arena.testing import check_game
+from games.skill_sp import SkillSpGame, SkillState
+from games.skill_sp.bots import BOTS
+from games.skill_sp.rules import Proposal, canonical, parse_answer, parse_proposal, probe_verdict, proposal_reward
+from games.skill_sp.sandbox import Limits
+from games.skill_sp.types import SkillSpConfig
+from policies.scripted import ScriptedPolicy
+
+SMALL = {"probes": 4, "solvers": 2}
+GOOD = '{"task": "What is 6 * 7?", "contract": {"answer": 42, "calls": [{"tool": "calculate", "args": {"expression": "6 * 7"}}]}}'
+
+
+# ------------------------------------------------------------------ rules
+def test_parse_proposal():
+    p = parse_proposal("Sure! " + GOOD + " done")
+    assert isinstance(p, Proposal) and p.prompt == "What is 6 * 7?" and p.kind == "tool_use"
+    assert parse_proposal('{"task": "x", "contract": {"answer": [1]}}').kind == "logic"
+    for bad in ["", "no json", '{"task": "x"}', '{"task": "", "contract": {"answer": 1}}',
+                '{"task": "x", "contract": {"calls": []}}', '{"task": 3, "contract": {"answer": 1}}']:  # fmt: skip
+        assert isinstance(parse_proposal(bad), Invalid), bad
+    assert isinstance(parse_proposal(json.dumps({"task": "x" * 3000, "contract": {"answer": 1}})), Invalid)
+
+
+def test_parse_answer():
+    assert parse_answer(" 42 ") == 42
+    assert parse_answer('```json\n{"A": "knight"}\n```') == {"A": "knight"}
+    assert parse_answer('I call [{"tool": "calculate", "args": {"expression": "1"}}] now') == [
+        {"tool": "calculate", "args": {"expression": "1"}}
+    ]
+    assert isinstance(parse_answer("no idea"), Invalid)
+
+
+def test_probe_verdict_hand_values():
+    v = probe_verdict([True, True, False, False], [42, 42.0000000001, 7, None], 42, 4)
+    assert (v.v_solve, v.majority, v.consistent) == (0.5, canonical(42), True)
+    tie = probe_verdict([True, False], [42, 7], 42, 2)
+    assert tie.majority is None and not tie.consistent
+    wrong = probe_verdict([False] * 3, [7, 7, 42], 42, 3)
+    assert wrong.majority == canonical(7) and not wrong.consistent
+    assert probe_verdict([], [None, None], 1, 2).majority is None
+    assert proposal_reward(False, False, None) == -1.0
+    assert proposal_reward(True, False, None) == 0.0
+    assert proposal_reward(True, True, v) == 1.0
+    assert proposal_reward(True, True, wrong) == 0.0
+
+
+# ------------------------------------------------------------------ the game
+def test_passes_the_kit_with_scripted_players():
+    check_game(lambda: SkillSpGame(**SMALL), bot=BOTS["default"], seeds=(0, 1))
+
+
+def play(bot: str, n: int, **config):
+    runner = Runner(lambda: SkillSpGame(**{**SMALL, **config}), {"bot": ScriptedPolicy(BOTS[bot])}, num_envs=4)
+    return runner.play(list(range(n)))
+
+
+def test_scripted_episodes_reward_the_frontier():
+    episodes = play("default", 8)
+    assert all(ep.info["parsed"] and ep.info["verified"] for ep in episodes)
+    valid = [ep for ep in episodes if ep.info["consistent"]]
+    assert valid and {ep.info["stream"] for ep in episodes} == {"skill", "exploration"}
+    for ep in episodes:
+        v = ep.info["v_solve"]
+        expected = (1 - 2 * abs(v - 0.5)) if ep.info["consistent"] else 0.0
+        assert ep.rewards["proposer"] == pytest.approx(expected)
+        solver_turns = [t for t in ep.turns if t.role == "solver"]
+        assert bool(solver_turns) == ep.info["consistent"]
+        for t in solver_turns:  # solvers never see skill text
+            assert "Generation hints" not in json.dumps(t.messages) and "Rules:" not in json.dumps(t.messages)
+    oracle = play("oracle", 4, exploration_share=0.0)
+    assert all(ep.info["v_solve"] == 1.0 and ep.rewards["proposer"] == 0.0 for ep in oracle)
+    assert all(ep.rewards[f"solver_{i}"] == 1.0 for ep in oracle for i in range(2))
+    guess = play("guess", 4)
+    assert all(not ep.info["consistent"] and ep.rewards["proposer"] == 0.0 for ep in guess)
+
+
+def drive(env: SkillSpGame, texts: dict[str, str], seed: int = 0, options: dict | None = None) -> None:
+    env.reset(seed=seed, options=options)
+    while not env.done:
+        seat = env.agent_selection
+        env.step(texts.get(seat, texts.get(env.role(seat), "")))
+
+
+def test_parse_failure_and_rejected_contracts():
+    env = SkillSpGame(**SMALL)
+    drive(env, {"proposer": "I cannot"})
+    assert env.episode().rewards["proposer"] == -1.0 and len(env.turns) == 1
+    drive(env, {"proposer": GOOD.replace('"answer": 42', '"answer": 41')}, options={"stream": "exploration"})
+    ep = env.episode()
+    assert ep.rewards["proposer"] == 0.0 and not ep.info["verified"] and "not the answer" in ep.info["reason"]
+
+
+def test_hostile_proposals_end_as_typed_failures():
+    env = SkillSpGame(**SMALL, sandbox=Limits(wall_s=3.0, cpu_s=1))
+    redos = {"task": "Find matches.", "contract": {"answer": [], "calls": [
+        {"tool": "regex_findall", "args": {"pattern": "(a+)+$", "text": "a" * 40 + "b"}}]}}  # fmt: skip
+    drive(env, {"proposer": json.dumps(redos)}, options={"stream": "exploration"})
+    ep = env.episode()
+    assert not ep.info["verified"] and "timeout" in ep.info["reason"] and ep.rewards["proposer"] == 0.0
+    # a probe whose tool call is hostile fails alone; the others are still judged
+    drive(env, {"proposer": GOOD, "probe_0": json.dumps(redos["contract"]["calls"]),
+                "probe": '{"tool": "calculate", "args": {"expression": "6 * 7"}}', "solver": "42"},
+          options={"stream": "exploration"})  # fmt: skip
+    ep = env.episode()
+    assert ep.info["v_solve"] == 0.75 and ep.info["consistent"]
+
+
+def test_options_fix_the_stream_and_skill():
+    env = SkillSpGame(**SMALL)
+    env.reset(seed=0, options={"skill": "mini_sudoku"})
+    assert env.observe("proposer").skill == "mini_sudoku" and env.observe("proposer").kind == "logic"
+    env.reset(seed=0, options={"stream": "exploration"})
+    assert env.observe("proposer").skill == ""
+    with pytest.raises(ValueError, match="unknown or inactive skill"):
+        env.reset(seed=0, options={"skill": "nope"})
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts=st.lists(st.text(max_size=80) | st.sampled_from(["42", "[]", "{}", '{"A": 1}', "null"]), min_size=6, max_size=6))
+def test_any_string_from_any_seat_never_raises(texts):  # fmt: skip
+    env = SkillSpGame(**SMALL)
+    seats = env.possible_agents
+    drive(env, {"proposer": GOOD, **{s: t for s, t in zip(seats[1:], texts, strict=False)}},
+          options={"stream": "exploration"})  # fmt: skip
+    assert env.done and env.episode().info["verified"]
+
+
+# ------------------------------------------------------------------ the library state
+def test_state_updates_saves_and_restores(tmp_path):
+    config = SkillSpConfig(**SMALL, exploration_share=0.0)
+    state = SkillState(config)
+    runner = Runner(lambda: SkillSpGame(config), {"bot": ScriptedPolicy(BOTS["default"])}, num_envs=4, state=state)
+    episodes = runner.play(list(range(6)))
+    metrics = state.update(episodes, {})
+    routed = {ep.info["skill"] for ep in episodes}
+    assert metrics["library_size"] == 12 and metrics["pruned"] == 0
+    assert {f"validity/{s}" for s in routed} <= set(metrics)
+    assert all(state.library.stats[s].n >= 1 for s in routed)
+    assert sum(s.n for s in state.library.stats.values()) == 6
+    state.save(tmp_path)
+    restored = SkillState(config)
+    restored.load(tmp_path)
+    assert restored.library == state.library
+    assert restored.snapshot() == state.snapshot()
+
+
+def test_bad_skills_dir_is_a_config_error(tmp_path):
+    with pytest.raises(ValueError, match="skills_dir"):
+        SkillSpConfig(skills_dir=str(tmp_path))
