@@ -17,6 +17,9 @@ Utilisation weight of action t of a task with pass rate p::
     g = 4 p (1 - p);  z = clip((I_t - mean_task I) / std_task I, -3, 3);  m = tanh(z)
     m <- m - mean_task m;  m <- m / max_task |m|;  w_t = 1 + 0.2 * w_util * g * m;  A_t = A_GRPO * w_t
 
+Registered: the estimator ``auso`` (GRPO plus each turn's task pass rate, keeping all-fail
+tasks for internalisation) and the objective term ``auso_distill`` (internalisation).
+
 Internalisation (public code, ``compute_jsd_loss`` with ``action_ig_enabled``): each
 action's distillation loss is its token-mean JSD; weight ``1 + beta * c`` with ``c`` the
 tanh of the z-score of the actions' JSD, re-centred to mean 0 and scaled to max |c| = 1
@@ -25,13 +28,16 @@ tanh of the z-score of the actions' JSD, re-centred to mean 0 and scaled to max 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from learners.objectives import jsd
+from learners.advantages import group_index, grpo, zero_variance
+from learners.estimators import EstimatorInput, EstimatorOutput, register_estimator
+from learners.objectives import Objective, ObjectiveContext, jsd, register_objective
 from learners.progress import Progress
 
 Stage = Literal["internalise", "utilise", "grpo"]
@@ -177,3 +183,114 @@ def distill_allowed(lengths: list[int], cap: int, max_capped: float = 0.05, max_
         return False
     capped = sum(n >= cap for n in lengths) / len(lengths)
     return capped <= max_capped and sum(lengths) / len(lengths) <= max_mean * cap
+
+
+# ------------------------------------------------------------------ registered: estimator and objective term
+class AusoEstimatorOptions(BaseModel):
+    """AUSO's advantage estimator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pass_metric: str = Field(
+        default="success_rate", description="Episode metric holding the task's pass rate p over its G attempts."
+    )
+    keep_failed: bool = Field(
+        default=True, description="Keep all-fail tasks even without reward variance (the distillation term needs them)."
+    )
+
+
+@register_estimator("auso", options=AusoEstimatorOptions)
+def auso_estimator(inp: EstimatorInput, options: AusoEstimatorOptions, state: dict[str, Any]) -> EstimatorOutput:
+    """GRPO over the ``group_by`` groups (a task's G attempts: ``[episode]``), each turn's pass rate
+    ``p`` (the episode's ``pass_metric``) in ``extras["pass_rate"]``. Zero-variance groups are dropped
+    as in GRPO, except all-fail tasks (p = 0) with ``keep_failed``: their advantage is 0, and
+    ``auso_distill`` internalises them."""
+    groups = group_index(inp.keys, inp.group_by)
+    adv = grpo(inp.rewards, groups)
+    rates = [inp.episodes[g].metrics.get(options.pass_metric, math.nan) for g in inp.games.tolist()]
+    if any(math.isnan(r) for r in rates):
+        raise ValueError(f"estimator auso: the episodes have no metric {options.pass_metric!r} (pass_metric)")
+    keep = torch.ones_like(adv, dtype=torch.bool)
+    if inp.drop_zero_variance:
+        failed = torch.tensor(rates) == 0.0
+        keep = ~zero_variance(inp.rewards, groups) | (failed & options.keep_failed)
+    return EstimatorOutput(adv, keep, [{"pass_rate": float(r)} for r in rates])
+
+
+class AusoDistillOptions(BaseModel):
+    """AUSO's internalisation term."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probe: str = Field(default="teacher", description="Sample.probes entry of the teacher context (all skills).")
+    topk: int = Field(default=64, ge=1, description="Teacher's likeliest tokens compared one by one; the rest: one tail bin.")
+    schedule: AusoSchedule = Field(default_factory=AusoSchedule, description="Gives w_int; the term is 0 when w_int is.")
+    only_failed: bool = Field(
+        default=True, description="Only actions of tasks with pass rate 0 (extras['pass_rate'], estimator auso)."
+    )
+    action_weights: bool = Field(default=True, description="Weight each action's JSD by 1 + beta * c (mean 1).")
+    beta: float = Field(default=0.2, ge=0.0, lt=1.0, description="Strength of the action-level weight (cap 1 + beta).")
+    weight_ramp_steps: int = Field(default=5, ge=0, description="The action weight ramps in over these steps; 0: none.")
+    max_capped: float = Field(
+        default=0.05, ge=0.0, le=1.0, description="Skip the term when more of the batch's responses hit the length cap."
+    )
+    length_cap: int | None = Field(
+        default=None, ge=1, description="max_new_tokens; when set, also skip when the mean length exceeds 0.4 of it."
+    )
+
+
+@register_objective("auso_distill", options=AusoDistillOptions)
+class AusoDistill(Objective):
+    """``coef * w_int * (1/n) sum_a weight_a * JSD_a`` over the selected actions ``a``.
+
+    ``JSD_a``: the token mean over action a's completion of the top-k (+ tail) JSD between
+    the policy (with grad) and the detached teacher probe (same model, teacher prompt, the
+    student's own tokens). Selected: the batch's samples with the probe and, with
+    ``only_failed``, pass rate 0; ``n`` counts them over the whole batch, so micro-batches
+    add up to the batch's term. ``weight_a`` (:func:`internalisation_weights`, ramp
+    ``min(1, step / weight_ramp_steps)``) is z-scored over the micro-batch's selected
+    actions: the whole batch when it fits one micro-batch. ``w_int`` comes from the
+    schedule at the step's progress (1 without progress). Skipped (0) when the batch's
+    responses run into the length cap (:func:`distill_allowed`).
+    """
+
+    def __init__(self, options: AusoDistillOptions, coef: float):
+        super().__init__(options, coef)
+        self.probes = (options.probe,)
+        self.topk = options.topk
+
+    def _selected(self, sample: Any) -> bool:
+        if self.options.probe not in sample.probes:
+            return False
+        return not self.options.only_failed or sample.extras.get("pass_rate") == 0.0
+
+    def _allowed(self, samples: Any) -> bool:
+        if not samples:
+            return True
+        capped = sum(s.extras.get("finish_reason") == "length" for s in samples) / len(samples)
+        if capped > self.options.max_capped:
+            return False
+        cap = self.options.length_cap
+        return cap is None or distill_allowed([len(s.completion_ids) for s in samples], cap, 1.0)
+
+    def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
+        opts: AusoDistillOptions = self.options
+        zero = ctx.logp.new_zeros(())
+        w_int = 1.0 if ctx.progress is None else stage_weights(ctx.progress, opts.schedule).w_int
+        samples = ctx.samples
+        if w_int == 0.0 or opts.probe not in ctx.probes or not samples or not self._allowed(samples):
+            return zero
+        n = sum(self._selected(s) for s in samples)
+        rows = torch.tensor([self._selected(samples[i]) for i in ctx.batch.index], device=ctx.logp.device)
+        if n == 0 or not bool(rows.any()):
+            return zero
+        k = min(self.topk, ctx.logp.shape[-1] - 1)
+        p, q, present = ctx.topk_tail(opts.probe, k)
+        rows = rows & present
+        per_action = action_mean(jsd(p, q), ctx.batch.completion_mask)[rows]  # (selected,)
+        weights = torch.ones_like(per_action)
+        if opts.action_weights and per_action.numel() > 1:
+            step = ctx.progress.step if ctx.progress is not None else 1
+            ramp = min(1.0, step / opts.weight_ramp_steps) if opts.weight_ramp_steps else 1.0
+            weights = internalisation_weights(per_action, opts.beta, ramp)
+        return self.coef * w_int * (weights * per_action).sum() / n

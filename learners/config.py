@@ -168,3 +168,6 @@ class LearnerConfig(BaseModel):
         "if there is one, else a float32 copy of the initial weights) or a policy name",
     )
     deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+
+# AUSO's estimator and objective term register themselves on import (learners/auso.py).
+import learners.auso  # noqa: E402, F401

@@ -53,10 +53,12 @@ class EstimatorInput:
 
 @dataclass(frozen=True)
 class EstimatorOutput:
-    """``advantages: (N,)`` (same dtype as the rewards); ``keep: (N,) bool``, False drops the turn."""
+    """``advantages: (N,)`` (same dtype as the rewards); ``keep: (N,) bool``, False drops the turn;
+    ``extras``: optional named facts per turn, merged into each sample's ``extras`` (AUSO's pass rate)."""
 
     advantages: torch.Tensor
     keep: torch.Tensor
+    extras: list[dict[str, float]] | None = None
 
 
 class NoOptions(BaseModel):

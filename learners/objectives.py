@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from learners.progress import Progress
 
 if TYPE_CHECKING:
+    from arena.types import Sample
     from learners.config import ObjectiveConfig
     from learners.update import MicroBatch
 
@@ -61,7 +62,8 @@ class ObjectiveContext:
     """What an objective term sees for one micro-batch.
 
     ``logp: (b, T, V)`` the policy's log-softmax at the sampling temperature (with
-    grad); ``weights: (b,)`` the samples' loss weights; ``probes`` by name.
+    grad); ``weights: (b,)`` the samples' loss weights; ``probes`` by name;
+    ``samples`` the whole batch, for terms that select rows by their ``extras``.
     """
 
     batch: MicroBatch
@@ -70,6 +72,8 @@ class ObjectiveContext:
     weights: torch.Tensor
     progress: Progress | None
     totals: BatchTotals
+    #: the WHOLE batch (``batch.index`` are this micro-batch's positions in it): extras, lengths.
+    samples: Sequence[Sample] = ()
 
     def topk_tail(self, probe: str, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Policy (with grad) and probe (no grad) log-probs over the probe's top-``k`` tokens

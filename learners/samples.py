@@ -92,7 +92,7 @@ def build_samples(
                         "group": "|".join(t.group.get(k, "") for k in est.group_by),
                         "finish_reason": t.finish_reason,
                         "reward": float(rewards[i]),
-                    },
+                    } | (out.extras[i] if out.extras is not None else {}),
                 )
             )
     return samples, stats

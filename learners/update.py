@@ -157,7 +157,7 @@ class Learner:
                 w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
                 loss = (per_token * w).sum()
                 if self.objectives:
-                    ctx = ObjectiveContext(mb, logp_full, probes[k], mb.weights, progress, totals)
+                    ctx = ObjectiveContext(mb, logp_full, probes[k], mb.weights, progress, totals, samples)
                     for key, term in self.objectives:
                         value = term.loss(ctx)
                         loss = loss + value

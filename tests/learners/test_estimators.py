@@ -19,7 +19,7 @@ from learners.estimators import (
     register_estimator,
 )
 
-KNOWN = "dr_grpo, grpo, lsp_challenger, lsp_solver, rae"
+KNOWN = "auso, dr_grpo, grpo, lsp_challenger, lsp_solver, rae"
 
 
 def make_input(rewards: list[float], episodes: list[int], roles: list[str] | None = None, drop: bool = False) -> EstimatorInput:

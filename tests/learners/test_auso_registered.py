@@ -1,0 +1,103 @@
+"""AUSO through the registries: the ``auso`` estimator and the ``auso_distill`` term against a reference loop."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+from tiny_model import flat_grad, seq_log_softmax
+
+from arena.types import Episode, Sample, Turn
+from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd
+from learners.config import LearnerConfig
+from learners.estimators import EstimatorInput, get_estimator
+from learners.progress import Progress
+
+K, COEF, TEMP = 5, 0.1, 1.0
+
+
+def _turn(seat: str) -> Turn:
+    return Turn(index=0, seat=seat, role="agent", phase="act", messages=[], completion="")
+
+
+def test_auso_estimator_keeps_all_fail_tasks_and_records_pass_rates() -> None:
+    episodes = [Episode(episode_id=f"e{i}", game="household_v0", metrics={"success_rate": p}) for i, p in enumerate([0.0, 1.0, 0.5])]
+    rewards = torch.tensor([-0.1, -0.1, 1.0, 1.0, 1.0, 0.0], dtype=torch.float64)
+    games = torch.tensor([0, 0, 1, 1, 2, 2])
+    inp = EstimatorInput(
+        rewards=rewards, keys=[{"episode": f"e{g}"} for g in games.tolist()], roles=["agent"] * 6, games=games,
+        turns=[_turn("a")] * 6, episodes=episodes, group_by=["episode"],
+    )
+    spec = get_estimator("auso")
+    out = spec.fn(inp, spec.options(), {})
+    assert out.keep.tolist() == [True, True, False, False, True, True]  # all-success dropped, all-fail kept
+    assert out.advantages[:4].tolist() == [0.0] * 4 and out.advantages[4] > 0 > out.advantages[5]
+    assert [e["pass_rate"] for e in out.extras] == [0.0, 0.0, 1.0, 1.0, 0.5, 0.5]
+    with pytest.raises(ValueError, match="no metric 'solved'"):
+        spec.fn(inp, spec.options(pass_metric="solved"), {})
+
+
+def distill_samples() -> list[Sample]:
+    """Three all-fail actions with a teacher prompt, one of a half-solved task, one without a probe."""
+    failed = {"pass_rate": 0.0, "finish_reason": "stop"}
+    return [
+        Sample(prompt_ids=[3, 4, 5], completion_ids=[9, 10, 11], advantage=0.0, probes={"teacher": [20, 21, 22]}, extras=failed),
+        Sample(prompt_ids=[3, 4, 5], completion_ids=[12, 13], advantage=0.0, probes={"teacher": [30, 31]}, extras=failed),
+        Sample(prompt_ids=[6, 7], completion_ids=[14, 15, 16, 17], advantage=0.0, probes={"teacher": [23, 24]}, extras=failed),
+        Sample(prompt_ids=[6, 8], completion_ids=[18, 19], advantage=0.0, probes={"teacher": [25]},
+               extras={"pass_rate": 0.5, "finish_reason": "stop"}),
+        Sample(prompt_ids=[8], completion_ids=[18, 19], advantage=0.0, extras=failed),
+    ]
+
+
+def reference(model: Any, samples: list[Sample], progress: Progress) -> torch.Tensor:
+    chosen = [s for s in samples if "teacher" in s.probes and s.extras.get("pass_rate") == 0.0]
+    per_action = []
+    for s in chosen:
+        policy = seq_log_softmax(model, s.prompt_ids, s.completion_ids, TEMP)
+        with torch.no_grad():
+            teacher = seq_log_softmax(model, s.probes["teacher"], s.completion_ids, TEMP)
+        per_action.append(topk_jsd(policy, teacher, K).mean())
+    jsds = torch.stack(per_action)
+    w = internalisation_weights(jsds, 0.2, min(1.0, progress.step / 5))
+    w_int = stage_weights(progress, AusoSchedule()).w_int
+    return COEF * w_int * (w * jsds).sum() / len(chosen)
+
+
+def cfg(**options: Any) -> dict[str, Any]:
+    return {"loss": "reinforce", "objectives": [{"name": "auso_distill", "coef": COEF, "options": {"topk": K} | options}]}
+
+
+def test_auso_distill_value_and_gradient_equal_a_reference_loop(tiny: Any, learner_gradient: Any) -> None:
+    samples, progress = distill_samples(), Progress(3, 20)
+    model = copy.deepcopy(tiny)
+    expected = reference(model, samples, progress)
+    expected.backward()
+    # One micro-batch (no prompt sharing), so the action weights are z-scored over all selected actions.
+    grad, stats = learner_gradient(samples, progress, temperature=TEMP, token_budget=10_000, share_prompt_prefix=False, **cfg())
+    assert stats["obj/auso_distill"] == pytest.approx(float(expected.detach()), rel=1e-4)
+    assert float(expected.detach()) > 1e-5
+    torch.testing.assert_close(grad, flat_grad(model), rtol=1e-3, atol=1e-7)
+
+
+def test_auso_distill_is_off_outside_internalisation_and_near_the_length_cap(learner_gradient: Any) -> None:
+    samples = distill_samples()
+    _, late = learner_gradient(samples, Progress(10, 20), temperature=TEMP, **cfg())
+    assert late["obj/auso_distill"] == 0.0  # w_int is 0 past the first fifth
+    capped = [s.model_copy(update={"extras": s.extras | {"finish_reason": "length"}}) if i == 0 else s
+              for i, s in enumerate(samples)]
+    _, skipped = learner_gradient(capped, Progress(1, 20), temperature=TEMP, **cfg())
+    assert skipped["obj/auso_distill"] == 0.0  # 1 of 5 responses hit the cap: over 5%
+    _, long = learner_gradient(samples, Progress(1, 20), temperature=TEMP, **cfg(length_cap=5))
+    assert long["obj/auso_distill"] == 0.0  # mean length 2.6 > 0.4 * 5
+    _, on = learner_gradient(samples, Progress(1, 20), temperature=TEMP, **cfg(length_cap=100))
+    assert on["obj/auso_distill"] > 0.0
+
+
+def test_auso_configs_validate() -> None:
+    LearnerConfig(estimators={"act": {"name": "auso", "group_by": ["episode"], "credit": "trajectory"}},
+                  objectives=[{"name": "auso_distill", "coef": 0.1, "options": {"schedule": {"ramp_steps": 0}}}])
+    with pytest.raises(ValueError, match="boundaries"):
+        LearnerConfig(objectives=[{"name": "auso_distill", "options": {"schedule": {"boundaries": [0.8, 0.2]}}}])
