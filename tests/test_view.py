@@ -412,7 +412,7 @@ def trained_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     """One training step of SpyRL on the built-in model (3 players, 2 games, 8 new tokens)."""
     run = tmp_path_factory.mktemp("view-train") / "run"
     sets = [*TINY, "runner.num_envs=2", "train.games_per_step=2", "train.steps=1", "train.checkpoint_every=1",
-            "train.plot=false", "learner.token_budget=512"]
+            "train.plot=false", "train.schedule.stages=[[perform, vote]]"]
     cmd = [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *[a for s in sets for a in ("--set", s)],
            "--run-dir", str(run)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -461,3 +461,23 @@ def test_a_person_plays_spyrl_to_the_end_against_the_built_in_model(
     policies = {t["seat"]: t["policy"] for t in saved["turns"]}
     assert policies == {"player_0": "person", "player_1": "learner", "player_2": "learner"}
     assert all(t["completion_ids"] for t in saved["turns"] if t["policy"] == "learner")  # the model really generated
+
+
+def test_token_colours_and_auso_weights_render_escaped(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from arena.view.app import create_app
+
+    turn = _turn(0, "p0", "x", [1], [5, 6]).model_copy(update={"completion": "<b>hi"})
+    ep = Episode(episode_id="e", game="g_v0", turns=[turn], roles={"p0": "r"})
+    s = Sample(prompt_ids=[1], completion_ids=[5, 6], advantage=0.5, phase="x", token_weights=[0.2, 1.8])
+
+    class Tok:
+        @staticmethod
+        def batch_decode(ids: list[list[int]]) -> list[str]:
+            return [{5: "<b>", 6: "hi"}[i[0]] for i in ids]
+
+    EpisodeLog(tmp_path, 1.0, Tok(), "me").write(1, [ep], [s])
+    html = TestClient(create_app(tmp_path)).get("/episode/step_000001/0").text
+    assert 'title="logprob -0.500 · weight 0.200">&lt;b&gt;</span>' in html and "<b>hi" not in html
+    assert 'value="w"' in html and "advantage: <b>0.500</b>" in html
