@@ -46,7 +46,7 @@ def span_length(units: int, ratio: float) -> int:
     """Length of the masked span: ``ratio * units`` rounded half up, at least 1, at most ``units``.
 
     The product is first rounded to 9 decimals so float noise cannot move a half:
-    ``0.15 * 10`` is ``1.4999999999999998`` in binary and must give 2, like ``0.25 * 10`` gives 3.
+    ``0.58 * 25`` is ``14.499999999999998`` in binary and must give 15, like ``0.25 * 10`` gives 3.
     """
     return min(units, max(1, int(math.floor(round(ratio * units, 9) + 0.5))))
 

@@ -73,6 +73,8 @@ def test_vote_counts_and_spy_caught() -> None:
     [
         (10, 0.2, 2), (10, 0.25, 3), (10, 0.15, 2), (10, 0.35, 4), (10, 0.45, 5), (10, 0.05, 1),
         (10, 0.04, 1), (7, 0.5, 4), (3, 0.1, 1), (5, 0.99, 5), (1, 0.4, 1), (20, 0.4, 8), (8, 0.3125, 3),
+        # exact halves that binary floats put just below: 0.58 * 25 == 14.499999999999998
+        (25, 0.58, 15), (45, 0.7, 32), (50, 0.29, 15), (50, 0.57, 29),
     ],
 )
 def test_span_length_rounds_half_up_exactly(units: int, ratio: float, length: int) -> None:
@@ -88,7 +90,7 @@ class FixedStart:
 
 @pytest.mark.parametrize("token", ["*", "[MASK]", "##", " "])
 def test_mask_chars_exact_span_with_multichar_and_whitespace_tokens(token: str) -> None:
-    text = "abcdefghij"  # 10 chars, ratio 0.15 -> 2 masked, the last start is 8
+    text = "abcdefghij"  # 10 chars, ratio 0.15 -> 1.5 -> 2 masked, the last start is 8
     view = mask_span(text, 0.15, FixedStart(), unit="chars", token=token)  # type: ignore[arg-type]
     assert (view.start, view.length, view.units) == (8, 2, 10)
     assert view.text == "abcdefgh" + token * 2

@@ -210,3 +210,34 @@ def test_aggregation_values_and_weights_with_uneven_lengths() -> None:
     assert w.flatten().tolist() == pytest.approx((mask / 12).flatten().tolist())
     with pytest.raises(ValueError, match="needs the constant"):
         aggregation_weights(mask, "constant", 5.0, 3, None)
+
+
+def test_phases_without_turns_or_estimator_do_not_stop_later_phases() -> None:
+    est = {"vote": {"name": "dr_grpo", "group_by": ["episode"]}, "silent": {"name": "grpo"}}
+    samples, stats, _ = run(est, phases=("unknown", "silent", "vote"))
+    assert len(samples) == 3 and set(stats) == {"vote/turns", "vote/dropped", "vote/reward_mean"}
+    eps = batch()
+    eps[0].turns[3].probe_ids = {"all_skills": [9, 9]}
+    cfg = LearnerConfig(estimators={"vote": {"name": "dr_grpo", "group_by": ["episode"]}})
+    got, _ = build_samples(eps, ["vote"], cfg, EstimatorStates(cfg.estimators), "learner")
+    assert got[0].probes == {"all_skills": [9, 9]} and got[1].probes == {}
+    assert got[0].prompt_ids == [1, 3] and got[0].completion_ids == [5, 6] and got[0].logprobs == [-0.5, -0.5]
+    assert got[0].phase == "vote" and got[0].weight == 1.0
+
+
+# ------------------------------------------------------------ schedule: exact boundaries and named phases
+def test_progress_boundaries_are_inclusive_and_joint_names_its_stage() -> None:
+    from pydantic import TypeAdapter
+
+    from learners.config import ScheduleConfig
+    from learners.progress import Progress
+    from learners.schedule import make_schedule, schedule_phases
+
+    adapter = TypeAdapter(ScheduleConfig)
+    prog = make_schedule(adapter.validate_python({"rule": "progress", "stages": [["a"], ["b", "a", "b"], ["c"]],
+                                                  "boundaries": [0.2, 0.6]}), [])
+    # total 6: fractions 0, 0.2, 0.4, 0.6, 0.8, 1.0 -- a stage starts AT its boundary
+    assert [prog.phases(Progress(s, 6)) for s in range(1, 7)] == [["a"], ["b", "a"], ["b", "a"], ["c"], ["c"], ["c"]]
+    assert schedule_phases(adapter.validate_python({"rule": "joint", "stages": [["x", "y"]]})) == {"x", "y"}
+    assert schedule_phases(adapter.validate_python({"rule": "progress", "stages": [["a"], ["b"]], "boundaries": [0.5]})) == {
+        "a", "b"}
