@@ -18,7 +18,8 @@ Utilisation weight of action t of a task with pass rate p::
     m <- m - mean_task m;  m <- m / max_task |m|;  w_t = 1 + 0.2 * w_util * g * m;  A_t = A_GRPO * w_t
 
 Registered: the estimator ``auso`` (GRPO plus each turn's task pass rate, keeping all-fail
-tasks for internalisation) and the objective term ``auso_distill`` (internalisation).
+tasks for internalisation), the objective term ``auso_distill`` (internalisation) and
+``auso_utilise`` (no loss of its own: it scales each action's advantage by ``w_t``).
 
 Internalisation (public code, ``compute_jsd_loss`` with ``action_ig_enabled``): each
 action's distillation loss is its token-mean JSD; weight ``1 + beta * c`` with ``c`` the
@@ -37,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from learners.advantages import group_index, grpo, zero_variance
 from learners.estimators import EstimatorInput, EstimatorOutput, register_estimator
-from learners.objectives import Objective, ObjectiveContext, jsd, register_objective
+from learners.objectives import Objective, ObjectiveContext, ProbeDist, jsd, register_objective
 from learners.progress import Progress
 
 Stage = Literal["internalise", "utilise", "grpo"]
@@ -294,3 +295,74 @@ class AusoDistill(Objective):
             ramp = min(1.0, step / opts.weight_ramp_steps) if opts.weight_ramp_steps else 1.0
             weights = internalisation_weights(per_action, opts.beta, ramp)
         return self.coef * w_int * (weights * per_action).sum() / n
+
+
+class AusoUtiliseOptions(BaseModel):
+    """AUSO's utilisation stage: action-level advantage weights."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probe: str = Field(default="no_skill", description="Sample.probes entry of the context without skills.")
+    topk: int = Field(default=64, ge=1, description="No-skill context's likeliest tokens compared one by one, plus a tail bin.")
+    schedule: AusoSchedule = Field(default_factory=AusoSchedule, description="Gives w_util; weights are 1 when it is 0.")
+    beta: float = Field(default=0.2, ge=0.0, lt=1.0, description="w_t = 1 + beta * w_util * g * m.")
+    clip: float = Field(default=3.0, gt=0.0, description="The per-task z-score of I_t is clipped to +-clip.")
+
+
+def probe_bins(logp: torch.Tensor, probe: ProbeDist, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The policy's ``logp (b,T,V)`` and the probe on the probe's top-``k`` tokens plus a tail bin."""
+    if probe.index is None:
+        return topk_tail(logp, probe.logp, k)
+    index = probe.index[..., :k]
+    q_tail = torch.cat([probe.logp[..., k:], probe.tail[..., None]], dim=-1).logsumexp(-1)  # type: ignore[index]
+    q = torch.cat([probe.logp[..., :k], q_tail[..., None]], dim=-1)
+    p_tail = logp.scatter(-1, index, float("-inf")).logsumexp(-1)
+    return torch.cat([logp.gather(-1, index), p_tail[..., None]], dim=-1), q
+
+
+@register_objective("auso_utilise", options=AusoUtiliseOptions)
+class AusoUtilise(Objective):
+    """``A_t = A_GRPO * w_t`` with ``w_t`` from :func:`utilisation_weights`; adds no loss.
+
+    ``I_t``: the top-k (+ tail) JSD between the policy in the student's context (its own
+    prompt, skills included) and in the no-skill probe's, token mean over the action;
+    both no-grad, before the update. Tasks are the samples' ``extras["group"]`` (the
+    estimator's ``group_by``: the episode), ``p`` their ``extras["pass_rate"]``
+    (estimator ``auso``; missing: gate 0). Samples without the probe keep weight 1 and
+    stay out of their task's statistics. ``w_util`` from the schedule (1 without progress).
+    """
+
+    reweights = True
+
+    def __init__(self, options: AusoUtiliseOptions, coef: float):
+        super().__init__(options, coef)
+        self.probes = (options.probe,)
+        self.topk = options.topk
+
+    def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
+        return ctx.logp.new_zeros(())
+
+    def _w_util(self, progress: Progress | None) -> float:
+        return 1.0 if progress is None else stage_weights(progress, self.options.schedule).w_util
+
+    def reweights_at(self, progress: Progress | None) -> bool:
+        return self._w_util(progress) > 0.0
+
+    def action_values(self, batch: Any, logp: torch.Tensor, probes: Any) -> torch.Tensor:
+        d = probes.get(self.options.probe)
+        if d is None:
+            return torch.full((logp.shape[0],), math.nan)
+        p, q = probe_bins(logp, d, min(self.topk, logp.shape[-1] - 1))
+        values = action_mean(jsd(p, q), batch.completion_mask)
+        return torch.where(d.present, values, torch.full_like(values, math.nan))
+
+    def action_weights(self, samples: Any, values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
+        w_util = self._w_util(progress)
+        if w_util == 0.0:
+            return torch.ones_like(values)
+        present = ~values.isnan()
+        keys = [s.extras.get("group", "") if present[i] else f"\x00{i}" for i, s in enumerate(samples)]
+        groups = group_index([{"task": str(k)} for k in keys], ["task"])
+        rates = torch.tensor([float(s.extras.get("pass_rate", 0.0)) if present[i] else 0.0 for i, s in enumerate(samples)],
+                             dtype=values.dtype)
+        return utilisation_weights(values.nan_to_num(0.0), groups, rates, w_util, self.options.beta, self.options.clip)

@@ -91,10 +91,30 @@ class ObjectiveContext:
 
 
 class Objective(ABC):
-    """Base of the terms: ``probes`` and ``topk`` it needs, ``loss(ctx)`` its scaled share."""
+    """Base of the terms: ``probes`` and ``topk`` it needs, ``loss(ctx)`` its scaled share.
+
+    A term with ``reweights = True`` also scales advantages action by action before the
+    update (AUSO's utilisation): the learner calls ``action_values`` on each micro-batch
+    with the policy's own no-grad log-softmax (one extra forward pass per micro-batch),
+    then ``action_weights`` once with every sample's value, and multiplies each sample's
+    token weights by its weight.
+    """
 
     probes: tuple[str, ...] = ()
     topk: int = 0
+    reweights: bool = False
+
+    def reweights_at(self, progress: Progress | None) -> bool:
+        """Whether the term reweights at this step (the learner skips its forward passes if not)."""
+        return self.reweights
+
+    def action_values(self, batch: MicroBatch, logp: torch.Tensor, probes: Mapping[str, ProbeDist]) -> torch.Tensor:
+        """One value per row of the micro-batch (no grad). ``(b, T, V) -> (b,)``."""
+        raise NotImplementedError
+
+    def action_weights(self, samples: Sequence[Sample], values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
+        """Advantage multipliers for the whole batch from its values. ``(N,) -> (N,)``."""
+        raise NotImplementedError
 
     def __init__(self, options: Any, coef: float):
         self.options = options

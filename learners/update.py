@@ -130,6 +130,7 @@ class Learner:
             ref = [self._logprobs(self.ref_model, mb) for mb in micro] if cfg.beta > 0 else None
             # Probes are scored once, by the weights before this step's updates.
             probes = [self._probe_dists(samples, mb) for mb in micro]
+            reweight_stats = self._reweight(samples, micro, probes, progress)
         stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
         gap_sum, gap_count = 0.0, 0.0
         grad_norm = 0.0
@@ -172,6 +173,7 @@ class Learner:
                     stats["kl"] += float((kl * tok_w).sum()) / cfg.updates_per_batch
                     stats["clip_frac"] += float((clipped * tok_w).sum()) / cfg.updates_per_batch
             grad_norm = self._optimizer_step()
+        stats.update(reweight_stats)
         stats.update(
             grad_norm=grad_norm,
             samples=float(n_seqs),
@@ -180,6 +182,27 @@ class Learner:
             adv_mean=float(torch.tensor([s.advantage for s in samples]).mean()),
             logprob_gap=gap_sum / gap_count if gap_count else float("nan"),
         )
+        return stats
+
+    def _reweight(
+        self, samples: Sequence[Sample], micro: list[MicroBatch], probes: list[dict[str, ProbeDist]], progress: Progress | None
+    ) -> dict[str, float]:
+        """Terms with ``reweights`` scale each sample's advantage (its token weights) before the update."""
+        terms = [(key, term) for key, term in self.objectives if term.reweights_at(progress)]
+        if not terms:
+            return {}
+        values = {key: torch.zeros(len(samples), dtype=torch.float64) for key, _ in terms}
+        for mb, mb_probes in zip(micro, probes, strict=True):
+            logp = self._log_softmax(self._forward_model(), mb)  # the student's own context, no grad
+            for key, term in terms:
+                values[key][mb.index] = term.action_values(mb, logp, mb_probes).double().cpu()
+        stats: dict[str, float] = {}
+        for key, term in terms:
+            w = term.action_weights(samples, values[key], progress)  # (N,)
+            for mb in micro:
+                mb.token_weights = mb.token_weights * w[mb.index].to(mb.token_weights)[:, None]
+            stats |= {f"{key}/value_mean": float(values[key].mean()), f"{key}/weight_min": float(w.min()),
+                      f"{key}/weight_max": float(w.max()), f"{key}/weight_mean": float(w.mean())}
         return stats
 
     def _backward(self, loss: torch.Tensor) -> None:

@@ -101,3 +101,42 @@ def test_auso_configs_validate() -> None:
                   objectives=[{"name": "auso_distill", "coef": 0.1, "options": {"schedule": {"ramp_steps": 0}}}])
     with pytest.raises(ValueError, match="boundaries"):
         LearnerConfig(objectives=[{"name": "auso_distill", "options": {"schedule": {"boundaries": [0.8, 0.2]}}}])
+
+
+def utilise_samples() -> list[Sample]:
+    """Two tasks of three attempts (pass rates 1/3 and 2/3), each with a no-skill prompt; one extra without it."""
+    out = []
+    for task, rate in (("e0", 1 / 3), ("e1", 2 / 3)):
+        for j in range(3):
+            base = 3 + 7 * j + (0 if task == "e0" else 2)
+            out.append(Sample(prompt_ids=[base, base + 1, base + 2], completion_ids=[9 + j, 10, 11 + j][: 2 + j % 2],
+                              advantage=(1.0 if j == 0 else -0.5) * (1 if task == "e0" else -1),
+                              probes={"no_skill": [base + 2]}, extras={"group": task, "pass_rate": rate}))
+    out.append(Sample(prompt_ids=[8], completion_ids=[18, 19], advantage=0.7, extras={"group": "e2", "pass_rate": 0.5}))
+    return out
+
+
+def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, learner_gradient: Any) -> None:
+    samples, progress = utilise_samples(), Progress(20, 20)  # w_util = 1
+    model = copy.deepcopy(tiny)
+    with torch.no_grad():
+        sens = []
+        for s in samples[:6]:
+            student = seq_log_softmax(model, s.prompt_ids, s.completion_ids, TEMP)
+            bare = seq_log_softmax(model, s.probes["no_skill"], s.completion_ids, TEMP)
+            sens.append(float(topk_jsd(student, bare, K).mean()))
+    from learners.auso import utilisation_weights
+
+    w = utilisation_weights(torch.tensor(sens, dtype=torch.float64), torch.tensor([0, 0, 0, 1, 1, 1]),
+                            torch.tensor([1 / 3] * 3 + [2 / 3] * 3, dtype=torch.float64), w_util=1.0).tolist() + [1.0]
+    assert min(w) < 0.99 and max(w) > 1.01
+    weighted = [s.model_copy(update={"token_weights": [wi] * len(s.completion_ids)}) for s, wi in zip(samples, w, strict=True)]
+    term = {"objectives": [{"name": "auso_utilise", "options": {"topk": K}}]}
+    got, stats = learner_gradient(samples, progress, temperature=TEMP, **term)
+    want, _ = learner_gradient(weighted, progress, temperature=TEMP)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+    assert stats["obj/auso_utilise/weight_mean"] == pytest.approx(1.0)
+    assert stats["obj/auso_utilise/weight_max"] == pytest.approx(max(w), rel=1e-4)
+    early, _ = learner_gradient(samples, Progress(2, 20), temperature=TEMP, **term)  # w_util = 0: plain GRPO
+    plain, _ = learner_gradient(samples, Progress(2, 20), temperature=TEMP)
+    torch.testing.assert_close(early, plain)

@@ -19,7 +19,7 @@ from learners.update import pack
 
 
 def test_unknown_objective_and_bad_options_are_config_errors() -> None:
-    with pytest.raises(ValueError, match="unknown objective 'jsd'; known: auso_distill, jsd_distill"):
+    with pytest.raises(ValueError, match="unknown objective 'jsd'; known: auso_distill, auso_utilise, jsd_distill"):
         get_objective("jsd")
     with pytest.raises(ValidationError, match="jsd_distill option topk=0: Input should be greater than or equal to 1"):
         LearnerConfig(objectives=[{"name": "jsd_distill", "options": {"topk": 0}}])
