@@ -38,18 +38,20 @@ frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, pr
 ``weight/<skill>``, ``validity/<skill>``, ``library_size``, ``pruned``. Saved with checkpoints as
 readable skill folders + ``graph.json`` + ``stats.json``.
 
-**Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and on
-``solve`` (one group per episode: the M solvers of one task). Probe turns are not trained.
+**Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and, for
+``solve``, the solver curriculum ``skill_sp_curriculum`` (``curriculum.py``): the solver turns of the
+top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step, ranked by proposer
+reward, with GRPO per task; other solver turns are dropped. Probe turns are not trained.
 
-**Deviations and not yet implemented** (issue #11): the solver curriculum (train solvers only on the
-top ``alpha*M`` skill-stream and ``(1-alpha)*M`` exploration tasks of a step, ranked by proposer
-reward) is not applied: every valid task's solvers train. Library evolution by the frozen base model
+**Deviations and not yet implemented** (issue #11): a stream with fewer valid tasks than its quota
+does not pass the rest to the other (``fill: true`` does; the paper does not say). Library evolution by the frozen base model
 (refine: diagnose failure traces and rewrite rules; induce: turn high-reward exploration tasks into new
 packages) has its controller side (``SkillLibrary.refine`` / ``induce``, with structural, sandboxed and
 novelty checks) but no model call yet; pruning runs. The library graph (networkx) goes beyond the paper.
 Invalid output: parse failures are game events with the rewards above; keep ``invalid.mode: na``.
 """
 
+from games.skill_sp import curriculum as _curriculum  # registers the skill_sp_curriculum estimator
 from games.skill_sp.env import SkillSpGame, SkillState
 
 __all__ = ["SkillSpGame", "SkillState"]

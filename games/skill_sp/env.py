@@ -121,7 +121,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         "learner": {
             "estimators": {
                 "propose": {"name": "grpo", "group_by": ["phase", "role"]},
-                "solve": {"name": "grpo", "group_by": ["episode", "phase"]},
+                "solve": {"name": "skill_sp_curriculum", "group_by": ["episode", "phase"], "options": {"tasks": 8}},
             }
         }
     }

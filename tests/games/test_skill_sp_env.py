@@ -13,7 +13,7 @@ from arena.runner import Runner
 from arena.testing import check_game
 from games.skill_sp import SkillSpGame, SkillState
 from games.skill_sp.bots import BOTS
-from games.skill_sp.rules import Proposal, canonical, parse_answer, parse_proposal, probe_verdict, proposal_reward
+from games.skill_sp.rules import Proposal, canonical, curriculum, parse_answer, parse_proposal, probe_verdict, proposal_reward
 from games.skill_sp.sandbox import Limits
 from games.skill_sp.types import SkillSpConfig
 from policies.scripted import ScriptedPolicy
@@ -159,3 +159,51 @@ def test_state_updates_saves_and_restores(tmp_path):
 def test_bad_skills_dir_is_a_config_error(tmp_path):
     with pytest.raises(ValueError, match="skills_dir"):
         SkillSpConfig(skills_dir=str(tmp_path))
+
+
+# ------------------------------------------------------------------ the solver curriculum
+def test_curriculum_hand_values():
+    tasks = [("skill", 0.2), ("exploration", 0.9), ("skill", 0.8), ("skill", 0.8), ("exploration", 0.1)]
+    assert curriculum(tasks, 4, 0.5) == [1, 2, 3, 4]
+    assert curriculum(tasks, 2, 0.5) == [1, 2]
+    assert curriculum(tasks, 2, 1.0) == [2, 3]
+    assert curriculum(tasks[:2], 4, 0.5) == [0, 1]
+    assert curriculum([("skill", 0.5)] * 3, 2, 0.5) == [0]
+    assert curriculum([("skill", 0.5)] * 3, 2, 0.5, fill=True) == [0, 1]
+
+
+@given(
+    tasks=st.lists(st.tuples(st.sampled_from(["skill", "exploration"]), st.floats(0, 1)), max_size=20),
+    m=st.integers(0, 25), alpha=st.floats(0, 1), fill=st.booleans(),
+)
+def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
+    chosen = curriculum(tasks, m, alpha, fill)
+    assert len(chosen) == len(set(chosen)) <= m
+    quota = round(alpha * m)
+    n_skill = sum(tasks[i][0] == "skill" for i in chosen)
+    if not fill:
+        assert n_skill <= quota and len(chosen) - n_skill <= m - quota
+    for i in chosen:  # nothing left out of its stream ranks above a chosen task
+        stream, reward = tasks[i]
+        assert all(r <= reward for j, (s, r) in enumerate(tasks) if s == stream and j not in chosen)
+
+
+def test_curriculum_estimator_keeps_only_the_chosen_tasks():
+    from arena.config import load_config
+    from learners.samples import build_samples
+    from learners.estimators import EstimatorStates
+
+    cfg = load_config("games/skill_sp/skill_sp.yaml")
+    assert cfg.learner.estimators["solve"].name == "skill_sp_curriculum"
+    episodes = play("default", 8)
+    for ep in episodes:  # pretend every solver turn came from the trainable policy with tokens
+        for t in ep.turns:
+            t.policy, t.prompt_ids, t.completion_ids, t.logprobs = "learner", [1], [2], [-0.1]
+    samples, stats = build_samples(episodes, ["solve"], cfg.learner, EstimatorStates(cfg.learner.estimators), "learner")
+    valid = [(i, ep) for i, ep in enumerate(episodes) if ep.info["consistent"]]
+    chosen = {valid[j][0] for j in curriculum([(ep.info["stream"], ep.rewards["proposer"]) for _, ep in valid], 2, 0.5)}
+    groups = {s.extras["group"].split("|")[0] for s in samples}
+    varied = {episodes[i].episode_id for i in chosen if len({episodes[i].rewards[f"solver_{k}"] for k in range(2)}) > 1}
+    assert groups == varied  # the chosen tasks whose solvers disagree; nothing else
+    assert len(chosen) == 2 and stats["solve/dropped"] == stats["solve/turns"] - len(samples)
+    assert stats["solve/turns"] == 2 * len(valid)
