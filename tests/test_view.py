@@ -238,6 +238,7 @@ def test_the_list_shows_the_episodes_and_filters_them(browser: Any, scripted_sit
     browser.get(server.url + "/")
     rows = browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")
     assert len(rows) == 6 and "6 of 6 episodes" in browser.find_element(By.ID, "count").text
+    _shot(browser, "episodes.png")
     browser.get(server.url + "/?step=2&role=spy")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == 2
     browser.get(server.url + "/?q=alert")  # text search finds the one game with the XSS bot
@@ -312,12 +313,21 @@ def test_tournament_page_shows_ratings_heatmap_and_cycles(browser: Any, scripted
     _shot(browser, "tournament.png")
 
 
-def test_only_the_play_routes_write(scripted_site: tuple[Path, Server]) -> None:
+def test_only_the_play_routes_write_and_only_from_the_viewer(scripted_site: tuple[Path, Server]) -> None:
+    import urllib.error
+    import urllib.request
+
     run, server = scripted_site
-    for route in server.app.routes:
-        methods = getattr(route, "methods", None) or set()
-        if methods - {"GET", "HEAD"}:
-            assert route.path.startswith("/play"), route.path
+    writers = {r.path for r in server.app.routes if (getattr(r, "methods", None) or set()) - {"GET", "HEAD"}}
+    assert writers == {"/play", "/play/{sid}/reply"}
+    form = b"config=run&seat=player_0&opponent=scripted%3Acopycat&seed=0"
+    req = urllib.request.Request(server.url + "/play", data=form, headers={"Origin": "http://evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=10)
+    assert err.value.code == 403 and not server.app.state.host.sessions
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(urllib.request.Request(server.url + "/", data=b"x"), timeout=10)
+    assert err.value.code == 405
 
 
 def test_cli_binds_loopback_and_prints_its_address(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

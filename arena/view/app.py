@@ -12,6 +12,7 @@ import math
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 from fastapi import FastAPI, Form, HTTPException, Request
@@ -122,12 +123,22 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
             error = f"{chosen}: {e}"
         return page("play_form.html", names=names, chosen=chosen, seats=seats, opponents=opponents, error=error)
 
+    def same_origin(request: Request) -> None:
+        """Refuse a form posted by another site's page (a browser sends Origin with every POST)."""
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, "the play form must be posted from this viewer")
+
     @app.post("/play")
-    def play_start(config: str = Form(...), seat: str = Form(...), opponent: str = Form(...),
+    def play_start(request: Request, config: str = Form(...), seat: str = Form(...), opponent: str = Form(...),
                    seed: int = Form(0)) -> RedirectResponse:
+        same_origin(request)
         if config not in host.config_names():
             raise HTTPException(400, f"unknown config {config!r}")
-        cfg = host.load(config)
+        try:
+            cfg = host.load(config)
+        except (ValueError, KeyError, OSError) as e:
+            raise HTTPException(400, f"{config}: {e}") from None
         if seat not in host.seats(cfg) or opponent not in host.opponents(cfg):
             raise HTTPException(400, "unknown seat or opponent")
         session = host.start(config, seat, opponent, seed)
@@ -148,7 +159,8 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         return JSONResponse({"status": session.status, "turns": len(session.history)})
 
     @app.post("/play/{sid}/reply")
-    def play_reply(sid: str, reply: str = Form("")) -> Response:
+    def play_reply(request: Request, sid: str, reply: str = Form("")) -> Response:
+        same_origin(request)
         session = host.sessions.get(sid)
         if session is None:
             raise HTTPException(404, "no such game")
