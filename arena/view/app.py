@@ -52,6 +52,10 @@ def filter_rows(rows: list[Row], q: dict[str, str]) -> list[Row]:
     return out
 
 
+def _int(text: str | None, default: int) -> int:
+    return int(text) if text is not None and text.isdigit() else default
+
+
 def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
     store = RunStore(run_dir, tournaments)
     host = PlayHost(run_dir, store.config())
@@ -68,9 +72,9 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         q = {k: v for k, v in request.query_params.items() if v}
         rows = store.rows()
         shown = filter_rows(rows, q)
-        per_page = min(MAX_PER_PAGE, max(1, int(q.get("per_page", PER_PAGE)) if q.get("per_page", "").isdigit() else PER_PAGE))
+        per_page = min(MAX_PER_PAGE, max(1, _int(q.get("per_page"), PER_PAGE)))
         pages = max(1, math.ceil(len(shown) / per_page))
-        page_no = min(pages, max(1, int(q["page"]) if q.get("page", "").isdigit() else 1))
+        page_no = min(pages, max(1, _int(q.get("page"), 1)))
         facets = {
             "step": sorted({str(r.step) for r in rows if r.step is not None}, key=int),
             "game": sorted({r.game for r in rows}),
