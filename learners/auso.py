@@ -260,6 +260,9 @@ class AusoDistill(Objective):
         self.probes = (options.probe,)
         self.topk = options.topk
 
+    def active_at(self, progress: Progress | None) -> bool:
+        return progress is None or stage_weights(progress, self.options.schedule).w_int > 0.0
+
     def _selected(self, sample: Any) -> bool:
         if self.options.probe not in sample.probes:
             return False
@@ -345,7 +348,7 @@ class AusoUtilise(Objective):
     def _w_util(self, progress: Progress | None) -> float:
         return 1.0 if progress is None else stage_weights(progress, self.options.schedule).w_util
 
-    def reweights_at(self, progress: Progress | None) -> bool:
+    def active_at(self, progress: Progress | None) -> bool:
         return self._w_util(progress) > 0.0
 
     def action_values(self, batch: Any, logp: torch.Tensor, probes: Any) -> torch.Tensor:

@@ -104,9 +104,13 @@ class Objective(ABC):
     topk: int = 0
     reweights: bool = False
 
+    def active_at(self, progress: Progress | None) -> bool:
+        """Whether the term does anything at this step; if not, its probes are not scored."""
+        return True
+
     def reweights_at(self, progress: Progress | None) -> bool:
         """Whether the term reweights at this step (the learner skips its forward passes if not)."""
-        return self.reweights
+        return self.reweights and self.active_at(progress)
 
     def action_values(self, batch: MicroBatch, logp: torch.Tensor, probes: Mapping[str, ProbeDist]) -> torch.Tensor:
         """One value per row of the micro-batch (no grad). ``(b, T, V) -> (b,)``."""

@@ -84,7 +84,7 @@ class Learner:
     def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
         return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
 
-    def _probe_dists(self, samples: Sequence[Sample], mb: MicroBatch) -> dict[str, ProbeDist]:
+    def _probe_dists(self, samples: Sequence[Sample], mb: MicroBatch, need: dict[str, int]) -> dict[str, ProbeDist]:
         """No-grad distributions of each needed probe over ``mb``'s completion tokens.
 
         Rows without the probe are scored on their own prompt (one batched pass) and
@@ -92,7 +92,7 @@ class Learner:
         token budget counts the samples' own prompts, not the (often longer) probe prompts.
         """
         out: dict[str, ProbeDist] = {}
-        for name, k in self.probe_topk.items():
+        for name, k in need.items():
             present = [name in samples[i].probes for i in mb.index]
             if not any(present):
                 continue
@@ -120,7 +120,9 @@ class Learner:
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))
-        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in self.probe_topk})
+        # Only the probes of terms active at this step are scored (AUSO's stages use one each).
+        need = probe_topk([term for _, term in self.objectives if term.active_at(progress)])
+        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in need})
         with torch.no_grad():
             # One update per batch is on-policy: the "old" logprobs are the current ones,
             # taken (detached) from the training forward itself; no extra pass needed.
@@ -129,7 +131,7 @@ class Learner:
                 old = [self._logprobs(self._forward_model(), mb) for mb in micro]
             ref = [self._logprobs(self.ref_model, mb) for mb in micro] if cfg.beta > 0 else None
             # Probes are scored once, by the weights before this step's updates.
-            probes = [self._probe_dists(samples, mb) for mb in micro]
+            probes = [self._probe_dists(samples, mb, need) for mb in micro]
             reweight_stats = self._reweight(samples, micro, probes, progress)
         stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
         gap_sum, gap_count = 0.0, 0.0

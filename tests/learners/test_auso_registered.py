@@ -140,3 +140,23 @@ def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, lear
     early, _ = learner_gradient(samples, Progress(2, 20), temperature=TEMP, **term)  # w_util = 0: plain GRPO
     plain, _ = learner_gradient(samples, Progress(2, 20), temperature=TEMP)
     torch.testing.assert_close(early, plain)
+
+
+@pytest.mark.parametrize(("step", "forwards"), [(1, 2), (10, 1), (20, 3)])
+def test_probes_cost_forward_passes_only_in_their_stage(tiny: Any, step: int, forwards: int) -> None:
+    """One micro-batch: the training forward, plus the teacher probe while internalising (step 1 of 20),
+    nothing extra in the GRPO middle (step 10), the student's own no-grad pass and the no-skill probe
+    (counted as one call each to the model) while utilising (step 20)."""
+    from tiny_model import PAD
+
+    from learners.update import Learner
+
+    samples = [s.model_copy(update={"probes": s.probes | {"no_skill": [5, 6]}}) for s in distill_samples()[:3]]
+    cfg = LearnerConfig(lr=1e-3, beta=0.0, token_budget=10_000, share_prompt_prefix=False, objectives=[
+        {"name": "auso_distill", "coef": COEF, "options": {"topk": K}}, {"name": "auso_utilise", "options": {"topk": K}}])
+    learner = Learner(copy.deepcopy(tiny), cfg, PAD, TEMP)
+    calls: list[int] = []
+    inner = learner._log_softmax
+    learner._log_softmax = lambda model, mb: (calls.append(1), inner(model, mb))[1]  # type: ignore[method-assign]
+    learner.step(samples, Progress(step, 20))
+    assert len(calls) == forwards
