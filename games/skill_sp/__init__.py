@@ -34,8 +34,9 @@ solver_{M-1}`` (role solver, trainable; M = ``solvers``).
 **Cross-episode state** (``env.SkillState``, a :class:`~arena.game.GameState`): the
 :class:`~games.skill_sp.controller.SkillLibrary`. Envs read a frozen snapshot (active skills, weights,
 packages). After each step it records every skill-stream episode's outcome (verified, solver-consistent,
-frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, prunes, and reports
-``weight/<skill>``, ``validity/<skill>``, ``library_size``, ``pruned``. Saved with checkpoints as
+frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, evolves the library
+(below), prunes, and reports ``weight/<skill>``, ``validity/<skill>``, ``library_size``, ``pruned``,
+``induced``, ``induce_rejected``, ``refined``, ``refine_rejected``. Saved with checkpoints as
 readable skill folders + ``graph.json`` + ``stats.json``.
 
 **Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and, for
@@ -43,12 +44,16 @@ readable skill folders + ``graph.json`` + ``stats.json``.
 top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step, ranked by proposer
 reward, with GRPO per task; other solver turns are dropped. Probe turns are not trained.
 
-**Deviations and not yet implemented** (issue #11): a stream with fewer valid tasks than its quota
-does not pass the rest to the other (``fill: true`` does; the paper does not say). Library evolution by the frozen base model
-(refine: diagnose failure traces and rewrite rules; induce: turn high-reward exploration tasks into new
-packages) has its controller side (``SkillLibrary.refine`` / ``induce``, with structural, sandboxed and
-novelty checks) but no model call yet; pruning runs. The library graph (networkx) goes beyond the paper.
-Invalid output: parse failures are game events with the rewards above; keep ``invalid.mode: na``.
+**Library evolution** (``evolve.py``) runs after each step when ``evolution.policy`` names a policy
+(the frozen base model): it induces skills from the step's best valid exploration tasks and refines
+skills whose tasks all failed; a package enters only through the controller's structural, sandboxed
+and novelty checks.
+
+**Deviations.** The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
+stream with fewer valid tasks than its curriculum quota does not pass the rest to the other (``fill:
+true`` does; the paper does not say). Parse failures are game events with the rewards above: keep
+``invalid.mode: na``. **Not yet implemented:** the held-out tool-use/logic evaluation set and its
+success rate in ``arena.eval``; loaders for API-Bank, BFCL or ZebraLogic.
 """
 
 from games.skill_sp import curriculum as _curriculum  # registers the skill_sp_curriculum estimator

@@ -16,6 +16,7 @@ from arena.game import GameState, Invalid, LLMGame, Phase
 from arena.types import ChatMessage, Episode
 from games.skill_sp import prompts
 from games.skill_sp.controller import Outcome, SkillLibrary, task_shape
+from games.skill_sp.evolve import evolve
 from games.skill_sp.loader import SKILLS_DIR, TOOLS_SOURCE, SkillPackage, load_library
 from games.skill_sp.rules import Proposal, ProbeVerdict, parse_answer, parse_proposal, probe_verdict, proposal_reward
 from games.skill_sp.sandbox import Job, Limits, Sandbox, SandboxPool, SandboxResult
@@ -58,6 +59,7 @@ class SkillState(GameState):
 
     def __init__(self, config: SkillSpConfig) -> None:
         root = Path(config.skills_dir) if config.skills_dir else SKILLS_DIR
+        self.config = config
         self.library = SkillLibrary(load_library(root).values(), config.controller)
 
     def snapshot(self) -> LibraryView:
@@ -82,14 +84,25 @@ class SkillState(GameState):
             routed.append(skill)
             valid.setdefault(skill, []).append(float(outcome.valid))
         self.library.co_occur(routed)
+        evolved = self._evolve(episodes, policies)
         pruned = self.library.prune()
         self.library.next_iteration()
         metrics: dict[str, float] = {"library_size": float(len(self.library.active())), "pruned": float(len(pruned))}
+        metrics |= evolved
         for name, w in self.library.weights().items():
             metrics[f"weight/{name}"] = w
         for name, flags in valid.items():
             metrics[f"validity/{name}"] = sum(flags) / len(flags)
         return metrics
+
+    def _evolve(self, episodes: Sequence[Episode], policies: Mapping[str, Any]) -> dict[str, float]:
+        cfg = self.config.evolution
+        if cfg.policy is None:
+            return {}
+        if cfg.policy not in policies:
+            raise ValueError(f"game.evolution.policy: no policy {cfg.policy!r}; known: {', '.join(sorted(policies))}")
+        pool = shared_pool(self.config.sandbox, self.config.sandbox_workers)
+        return evolve(self.library, episodes, policies[cfg.policy], pool, cfg, seed=self.library.iteration * 7919)
 
     def save(self, folder: Path) -> None:
         self.library.save(folder)
@@ -277,6 +290,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
             "consistent": bool(v and v.consistent),
             "v_solve": v.v_solve if v else None,
             "shape": task_shape(self.proposal.contract) if self.proposal else "",
+            "proposal": json.dumps({"task": self.proposal.prompt, "contract": self.proposal.contract}) if self.proposal else None,
             "reason": self.reason,
         }
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from arena.game import GameConfig
 from arena.messages import Message
 from games.skill_sp.controller import ControllerConfig
+from games.skill_sp.evolve import EvolutionConfig
 from games.skill_sp.sandbox import Limits
 
 
@@ -25,6 +26,9 @@ class SkillSpConfig(GameConfig):
     controller: ControllerConfig = Field(default_factory=ControllerConfig, description="Routing, pruning, induction.")
     sandbox: Limits = Field(default_factory=Limits, description="Limits of every sandbox run (validators, checks).")
     sandbox_workers: int = Field(default=4, ge=1, le=64, description="Sandbox runs at once (the bounded pool).")
+    evolution: EvolutionConfig = Field(
+        default_factory=EvolutionConfig, description="Induce and refine skills with a frozen model between steps."
+    )
 
     @model_validator(mode="after")
     def _library_loads(self) -> SkillSpConfig:
