@@ -122,7 +122,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         error, seats, opponents = None, [], []
         try:
             cfg = host.load(chosen)
-            seats, opponents = host.seats(cfg), host.opponents(cfg)
+            seats, opponents = host.seats(cfg), host.opponents(cfg, chosen)
         except (ValueError, KeyError, OSError) as e:
             error = f"{chosen}: {e}"
         return page("play_form.html", names=names, chosen=chosen, seats=seats, opponents=opponents, error=error)
@@ -143,7 +143,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
             cfg = host.load(config)
         except (ValueError, KeyError, OSError) as e:
             raise HTTPException(400, f"{config}: {e}") from None
-        if seat not in host.seats(cfg) or opponent not in host.opponents(cfg):
+        if seat not in host.seats(cfg) or opponent not in host.opponents(cfg, config):
             raise HTTPException(400, "unknown seat or opponent")
         session = host.start(config, seat, opponent, seed)
         return RedirectResponse(f"/play/{session.id}", status_code=303)

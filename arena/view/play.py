@@ -100,13 +100,14 @@ class PlayHost:
     def checkpoints(self) -> list[Path]:
         return sorted(p / "model" for p in (self.run_dir / "checkpoints").glob("step_*") if (p / "model").is_dir())
 
-    def opponents(self, cfg: Any) -> list[str]:
-        """Policy names the config can name: its policies, this run's checkpoints, the game's bots."""
+    def opponents(self, cfg: Any, config_name: str = "run") -> list[str]:
+        """Policy names the config can name: its policies, this run's checkpoints (with the run's
+        own config), the game's bots."""
         from arena.config import ModelPolicySpec
         from policies.scripted import available_bots
 
         names = [n for n, s in cfg.policies.items() if not getattr(s, "kind", "") == "human"]
-        if any(isinstance(s, ModelPolicySpec) for s in cfg.policies.values()):
+        if config_name == "run" and any(isinstance(s, ModelPolicySpec) for s in cfg.policies.values()):
             names += [f"checkpoint:{p.parent.name}" for p in self.checkpoints()]
         return names + [f"scripted:{b}" for b in sorted(available_bots(cfg.game.cls))]
 
