@@ -13,7 +13,8 @@ episode per line: the :class:`~arena.types.Episode` JSON with, on each turn,
 
 Chat prompts repeat from turn to turn, which gzip folds away. Saving stops, with
 one note, once the folder holds ``train.episodes_max_mb``; a replayed step
-(resume) overwrites its file.
+(resume) overwrites its file, and a new run in the same folder deletes the old
+run's files first.
 
 Samples are matched to their turns by walking each phase's trainable turns in
 the order :func:`learners.samples.build_samples` made them: samples of a phase

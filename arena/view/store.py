@@ -87,7 +87,7 @@ def summarise(key: str, step: int | None, source: str, ep: dict[str, Any]) -> Ro
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
-    """Episode dicts of a (gzip) JSONL file; unreadable lines become None placeholders' absence."""
+    """Episode dicts of a (gzip) JSONL file; a plain file's unreadable lines are skipped."""
     out = []
     try:
         it = read_step_file(path) if path.suffix == ".gz" else _plain(path)
