@@ -17,6 +17,7 @@ from arena.types import ChatMessage, Episode
 from games.skill_sp import prompts
 from games.skill_sp.controller import Outcome, SkillLibrary, task_shape
 from games.skill_sp.evolve import evolve
+from games.skill_sp.heldout import load_heldout, seed_library
 from games.skill_sp.loader import SKILLS_DIR, TOOLS_SOURCE, SkillPackage, load_library
 from games.skill_sp.rules import Proposal, ProbeVerdict, parse_answer, parse_proposal, probe_verdict, proposal_reward
 from games.skill_sp.sandbox import Job, Limits, Sandbox, SandboxPool, SandboxResult
@@ -71,7 +72,7 @@ class SkillState(GameState):
         valid: dict[str, list[float]] = {}
         for ep in episodes:
             skill = ep.info.get("skill")
-            if not isinstance(skill, str) or skill not in self.library.stats:
+            if ep.info.get("stream") != "skill" or not isinstance(skill, str) or skill not in self.library.stats:
                 continue
             outcome = Outcome(
                 parsed=bool(ep.info.get("parsed")),
@@ -164,8 +165,21 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         return _DEFAULT_VIEWS[key]
 
     def setup(self, rng: np.random.Generator, options: SkillSpOptions) -> Phase:
-        view = self._view()
         self.skill: SkillPackage | None = None
+        self.verified = False
+        self.verdict: ProbeVerdict | None = None
+        self.reason = ""
+        self.solved: list[bool] = []
+        self.heldout = self.config.mode == "heldout"
+        if self.heldout:  # evaluation: a held-out task goes straight to the solvers
+            tasks = load_heldout(self.config.heldout_path)
+            row = tasks[options.task % len(tasks) if options.task is not None else int(rng.integers(len(tasks)))]
+            self.skill = seed_library()[row["skill"]]
+            self.example_index = 0
+            self.proposal = Proposal(row["task"], row["contract"])
+            self.verified = True
+            return Phase("solve", self.solver_seats)
+        view = self._view()
         if options.skill is not None:
             if options.skill not in view.packages:
                 raise ValueError(f"unknown or inactive skill {options.skill!r}; active: {', '.join(view.names)}")
@@ -177,10 +191,6 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
                 self.skill = view.packages[view.names[int(rng.choice(len(view.names), p=p))]]
         self.example_index = int(rng.integers(len(self.skill.examples))) if self.skill is not None else 0
         self.proposal: Proposal | None = None
-        self.verified = False
-        self.verdict: ProbeVerdict | None = None
-        self.reason = ""
-        self.solved: list[bool] = []
         return Phase("propose", ("proposer",))
 
     def observe_seat(self, seat: str) -> SkillSpObservation:
@@ -284,7 +294,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         v = self.verdict
         return {
             "skill": self.skill.name if self.skill is not None else None,
-            "stream": "skill" if self.skill is not None else "exploration",
+            "stream": "heldout" if self.heldout else "skill" if self.skill is not None else "exploration",
             "parsed": self.proposal is not None,
             "verified": self.verified,
             "consistent": bool(v and v.consistent),
@@ -295,6 +305,8 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         }
 
     def episode_metrics(self) -> dict[str, float]:
+        if self.heldout:
+            return {"solver_accuracy": sum(self.solved) / len(self.solved)} if self.solved else {}
         v = self.verdict
         metrics = {
             "parsed": float(self.proposal is not None),

@@ -26,9 +26,27 @@ class SkillSpConfig(GameConfig):
     controller: ControllerConfig = Field(default_factory=ControllerConfig, description="Routing, pruning, induction.")
     sandbox: Limits = Field(default_factory=Limits, description="Limits of every sandbox run (validators, checks).")
     sandbox_workers: int = Field(default=4, ge=1, le=64, description="Sandbox runs at once (the bounded pool).")
+    mode: Literal["selfplay", "heldout"] = Field(
+        default="selfplay",
+        description="selfplay: propose, probe, solve; heldout: solvers answer the project's held-out tasks (evaluation).",
+    )
+    heldout_path: str | None = Field(
+        default=None, description="JSONL of held-out tasks {skill, task, contract}; default: data/heldout.jsonl."
+    )
     evolution: EvolutionConfig = Field(
         default_factory=EvolutionConfig, description="Induce and refine skills with a frozen model between steps."
     )
+
+    @model_validator(mode="after")
+    def _heldout_loads(self) -> SkillSpConfig:
+        if self.mode == "heldout":
+            from games.skill_sp.heldout import load_heldout
+
+            try:  # a broken task file is a config error at start-up
+                load_heldout(self.heldout_path)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"heldout_path {self.heldout_path!r}: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _library_loads(self) -> SkillSpConfig:
@@ -51,6 +69,7 @@ class SkillSpOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     stream: Literal["auto", "skill", "exploration"] = Field(default="auto", description="Which stream this episode is in.")
     skill: str | None = Field(default=None, description="The skill to route to (implies the skill stream).")
+    task: int | None = Field(default=None, ge=0, description="heldout mode: the held-out task's index (default: drawn).")
 
 
 class SkillSpObservation(Message):

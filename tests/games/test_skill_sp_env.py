@@ -207,3 +207,43 @@ def test_curriculum_estimator_keeps_only_the_chosen_tasks():
     assert groups == varied  # the chosen tasks whose solvers disagree; nothing else
     assert len(chosen) == 2 and stats["solve/dropped"] == stats["solve/turns"] - len(samples)
     assert stats["solve/turns"] == 2 * len(valid)
+
+
+# ------------------------------------------------------------------ the held-out set
+def test_heldout_tasks_are_valid_in_the_sandbox_and_not_seed_examples():
+    from games.skill_sp.env import shared_pool
+    from games.skill_sp.heldout import load_heldout, seed_library
+    from games.skill_sp.sandbox import Job
+
+    tasks = load_heldout()
+    assert len(tasks) >= 20 and len({t["skill"] for t in tasks}) == 12
+    seeds = seed_library()
+    assert not {t["task"] for t in tasks} & {ex.prompt for p in seeds.values() for ex in p.examples}
+    jobs = [Job(files=seeds[t["skill"]].sandbox_files(), module="validators", function="validate",
+                kwargs={"contract": t["contract"]}) for t in tasks]  # fmt: skip
+    assert [r.value for r in shared_pool(Limits(), 4).map(jobs)] == [[]] * len(tasks)
+
+
+def test_heldout_mode_scores_solvers_only():
+    from games.skill_sp.heldout import load_heldout
+
+    tasks = load_heldout()
+    env = SkillSpGame(**SMALL, mode="heldout")
+    for index in (0, len(tasks) - 1):
+        t = tasks[index]
+        right = json.dumps(t["contract"]["calls"] if "calls" in t["contract"] else t["contract"]["answer"])
+        drive(env, {"solver_0": right, "solver_1": "no idea"}, options={"task": index})
+        ep = env.episode()
+        assert [turn.role for turn in ep.turns] == ["solver", "solver"]
+        assert ep.metrics == {"solver_accuracy": 0.5} and ep.info["stream"] == "heldout"
+        assert (ep.rewards["solver_0"], ep.rewards["solver_1"], ep.rewards["proposer"]) == (1.0, 0.0, 0.0)
+    state = SkillState(SkillSpConfig(**SMALL))
+    state.update([ep], {})
+    assert all(s.n == 0 for s in state.library.stats.values())  # evaluation never feeds the controller
+
+
+def test_heldout_config_errors(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"skill": "nope", "task": "x", "contract": {}}\n')
+    with pytest.raises(ValueError, match="unknown skill"):
+        SkillSpConfig(mode="heldout", heldout_path=str(bad))
