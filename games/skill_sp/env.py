@@ -235,7 +235,8 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         response), each response is judged in its own run, concurrently in the pool,
         so only the offending response fails.
         """
-        assert self.proposal is not None  # noqa: S101 - only called after a proposal verified
+        if self.proposal is None:
+            raise RuntimeError("responses are judged only after a verified proposal")
         seats = [s for s, r in responses.items() if not isinstance(r, Invalid)]
         out: dict[str, tuple[bool, Any]] = {s: (False, None) for s in responses}
         if not seats:
@@ -272,7 +273,8 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
                 return None
             return Phase("probe", self.probe_seats)
         if phase.name == "probe":
-            assert self.proposal is not None  # noqa: S101 - the probe phase follows a verified proposal
+            if self.proposal is None:
+                raise RuntimeError("the probe phase follows a verified proposal")
             judged = self._judge(actions)
             self.verdict = probe_verdict(
                 [judged[s][0] for s in self.probe_seats], [judged[s][1] for s in self.probe_seats],

@@ -291,7 +291,8 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 def _collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> tuple[bytes, bytes, str | None]:
     """Read stdout/stderr up to the output cap until exit or the wall clock; kill on either limit."""
-    assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - Popen with PIPE sets both
+    if proc.stdout is None or proc.stderr is None:
+        raise RuntimeError("the sandbox process was started without pipes")
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     bufs = {out_fd: bytearray(), err_fd: bytearray()}
     limit: str | None = None
