@@ -36,7 +36,8 @@ solver_{M-1}`` (role solver, trainable; M = ``solvers``).
 packages). After each step it records every skill-stream episode's outcome (verified, solver-consistent,
 frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, evolves the library
 (below), prunes, and reports ``weight/<skill>``, ``validity/<skill>``, ``library_size``, ``pruned``,
-``induced``, ``induce_rejected``, ``refined``, ``refine_rejected``. Saved with checkpoints as
+``induced``, ``induce_rejected``, ``refined``, ``refine_rejected`` and the graph's edge counts
+(``graph/induced_from``, ``graph/refined_from``, ``graph/co_occurs``). Saved with checkpoints as
 readable skill folders + ``graph.json`` + ``stats.json``.
 
 **Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and, for

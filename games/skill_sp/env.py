@@ -90,6 +90,8 @@ class SkillState(GameState):
         self.library.next_iteration()
         metrics: dict[str, float] = {"library_size": float(len(self.library.active())), "pruned": float(len(pruned))}
         metrics |= evolved
+        kinds = [k for _, _, k in self.library.graph.edges(keys=True)]
+        metrics |= {f"graph/{k}": float(kinds.count(k)) for k in ("induced_from", "refined_from", "co_occurs")}
         for name, w in self.library.weights().items():
             metrics[f"weight/{name}"] = w
         for name, flags in valid.items():
@@ -130,6 +132,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
     plot_panels = (
         ("reward per role", ("reward/proposer", "reward/solver")),
         ("tasks", ("game/parsed", "game/verified", "game/valid", "game/v_solve", "game/solver_accuracy")),
+        ("library", ("state/library_size", "state/induced", "state/refined", "state/pruned")),
     )
     training_defaults: ClassVar[dict[str, Any]] = {
         "learner": {

@@ -145,7 +145,7 @@ def test_state_updates_saves_and_restores(tmp_path):
     episodes = runner.play(list(range(6)))
     metrics = state.update(episodes, {})
     routed = {ep.info["skill"] for ep in episodes}
-    assert metrics["library_size"] == 12 and metrics["pruned"] == 0
+    assert metrics["library_size"] == 12 and metrics["pruned"] == 0 and metrics["graph/co_occurs"] >= 1
     assert {f"validity/{s}" for s in routed} <= set(metrics)
     assert all(state.library.stats[s].n >= 1 for s in routed)
     assert sum(s.n for s in state.library.stats.values()) == 6
