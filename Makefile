@@ -45,7 +45,7 @@ test: $(STAMP)
 mutation: $(STAMP)
 	rm -rf mutants && mkdir mutants
 	$(BIN)/python tests/mutation_score.py --patterns \
-	  | ARENA_HYPOTHESIS_EXAMPLES=20 xargs -d '\n' $(BIN)/mutmut run --max-children $$(nproc) > mutants/run.log 2>&1 \
+	  | ARENA_HYPOTHESIS_EXAMPLES=10 xargs -d '\n' $(BIN)/mutmut run --max-children $$(nproc) > mutants/run.log 2>&1 \
 	  || { tail -c 3000 mutants/run.log; exit 1; }
 	$(BIN)/python tests/mutation_score.py --min 90
 

@@ -34,7 +34,6 @@ GAME_FUNCTIONS = (
 )
 SCOPE: dict[str, tuple[str, ...]] = {
     "games/spy/rules.py": ("games.spy.rules.*",),
-    "arena/rules.py": ("arena.rules.*",),
     "arena/game.py": tuple(f"arena.game.xǁLLMGameǁ{f}__mutmut_*" for f in GAME_FUNCTIONS),
     "learners/advantages.py": ("learners.advantages.*",),
     "learners/estimators.py": ("learners.estimators.*",),

@@ -238,6 +238,26 @@ def test_progress_boundaries_are_inclusive_and_joint_names_its_stage() -> None:
                                                   "boundaries": [0.2, 0.6]}), [])
     # total 6: fractions 0, 0.2, 0.4, 0.6, 0.8, 1.0 -- a stage starts AT its boundary
     assert [prog.phases(Progress(s, 6)) for s in range(1, 7)] == [["a"], ["b", "a"], ["b", "a"], ["c"], ["c"], ["c"]]
+    with pytest.raises(ValueError, match=r"^schedule rule 'progress' needs the training progress \(phases\(Progress\(step, total\)\)\)$"):
+        prog.phases()
     assert schedule_phases(adapter.validate_python({"rule": "joint", "stages": [["x", "y"]]})) == {"x", "y"}
     assert schedule_phases(adapter.validate_python({"rule": "progress", "stages": [["a"], ["b"]], "boundaries": [0.5]})) == {
         "a", "b"}
+
+
+def test_sequence_advantages_broadcast_over_tokens_and_default_clips() -> None:
+    logp = torch.log(torch.tensor([[1.0, 1.5], [1.1, 0.5]]))
+    loss = clipped_surrogate(logp, torch.zeros(2, 2), torch.tensor([1.0, -2.0]))  # defaults: clip 0.2 both sides
+    # row 0 (A=1): 1.0, clip(1.5)=1.2; row 1 (A=-2): min(-2.2, -2.2), min(-1.0, -1.6) = -1.6
+    assert (-loss).tolist() == [pytest.approx([1.0, 1.2]), pytest.approx([-2.2, -1.6])]
+    assert reinforce_detached(logp, torch.tensor([1.0, -2.0])).tolist() == [[-1.0, -1.0], [2.0, 2.0]]
+
+
+def test_sequence_weights_of_a_one_token_row_and_exact_messages() -> None:
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    w = aggregation_weights(mask, "sequence", batch_tokens=4.0, batch_seqs=2, constant=None)
+    assert w.flatten().tolist() == pytest.approx([0.5, 0, 0, 1 / 6, 1 / 6, 1 / 6])
+    with pytest.raises(ValueError, match=r"^aggregation 'constant' needs the constant$"):
+        aggregation_weights(mask, "constant", 4.0, 2, None)
+    with pytest.raises(ValueError, match=r"^aggregation 'constant' needs the constant \(e\.g\. the max completion length\)$"):
+        aggregate(mask, mask, "constant")
