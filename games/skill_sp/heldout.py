@@ -44,3 +44,22 @@ def load_heldout(path: str | None = None) -> tuple[dict, ...]:
     if not tasks:
         raise ValueError("no tasks")
     return tuple(tasks)
+
+
+def heldout_tasks(source: str = "project", path: str | None = None) -> tuple[dict, ...]:
+    """The held-out tasks of ``source``: the project's set (or ``path``), or BFCL's simple_python."""
+    if source == "bfcl_simple":
+        from games.skill_sp.bfcl import load_bfcl
+
+        return load_bfcl()
+    return load_heldout(path)
+
+
+@cache
+def validators_for(skill: str) -> str:
+    """The validators source that judges a held-out task of ``skill``."""
+    if skill == "bfcl":
+        from games.skill_sp.bfcl import VALIDATORS
+
+        return VALIDATORS.read_text()
+    return seed_library()[skill].validators

@@ -30,6 +30,11 @@ class SkillSpConfig(GameConfig):
         default="selfplay",
         description="selfplay: propose, probe, solve; heldout: solvers answer the project's held-out tasks (evaluation).",
     )
+    heldout_source: Literal["project", "bfcl_simple"] = Field(
+        default="project",
+        description="project: the held-out set written for the project (or heldout_path); bfcl_simple: BFCL's "
+        "simple_python tasks from the bfcl-eval package.",
+    )
     heldout_path: str | None = Field(
         default=None, description="JSONL of held-out tasks {skill, task, contract}; default: data/heldout.jsonl."
     )
@@ -40,10 +45,10 @@ class SkillSpConfig(GameConfig):
     @model_validator(mode="after")
     def _heldout_loads(self) -> SkillSpConfig:
         if self.mode == "heldout":
-            from games.skill_sp.heldout import load_heldout
+            from games.skill_sp.heldout import heldout_tasks
 
-            try:  # a broken task file is a config error at start-up
-                load_heldout(self.heldout_path)
+            try:  # a broken or missing task file is a config error at start-up
+                heldout_tasks(self.heldout_source, self.heldout_path)
             except (OSError, ValueError) as exc:
                 raise ValueError(f"heldout_path {self.heldout_path!r}: {exc}") from None
         return self

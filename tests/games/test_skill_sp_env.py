@@ -247,3 +247,42 @@ def test_heldout_config_errors(tmp_path):
     bad.write_text('{"skill": "nope", "task": "x", "contract": {}}\n')
     with pytest.raises(ValueError, match="unknown skill"):
         SkillSpConfig(mode="heldout", heldout_path=str(bad))
+
+
+# ------------------------------------------------------------------ BFCL (the paper's benchmark) from bfcl-eval
+needs_bfcl = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("bfcl_eval") is None, reason="bfcl-eval not installed (make setup)"
+)
+
+
+@needs_bfcl
+def test_bfcl_simple_tasks_load_and_their_references_pass():
+    import types
+
+    from games.skill_sp.bfcl import VALIDATORS, load_bfcl
+
+    rows = load_bfcl()
+    assert len(rows) >= 300
+    checker = types.ModuleType("bfcl_validators")
+    exec(compile(VALIDATORS.read_text(), "bfcl_validators.py", "exec"), checker.__dict__)  # noqa: S102
+    for row in rows:
+        c = row["contract"]
+        args = {p: next(v for v in vs if v != "") for p, vs in c["answer"].items() if any(v != "" for v in vs)}
+        assert checker.validate(c) == [] and checker.check(c, {"tool": c["function"], "args": args}), row["task"]
+    c = rows[0]["contract"]  # calculate_triangle_area(base=10, height=5, unit optional)
+    assert checker.check(c, [{"tool": c["function"], "args": {"base": 10.0, "height": 5, "unit": "Units"}}])
+    assert not checker.check(c, {"tool": c["function"], "args": {"base": 10, "height": 6}})
+    assert not checker.check(c, {"tool": c["function"], "args": {"base": 10}})
+    assert not checker.check(c, {"tool": c["function"], "args": {"base": 10, "height": 5, "color": "red"}})
+    assert not checker.check(c, {"tool": "other", "args": {"base": 10, "height": 5}})
+
+
+@needs_bfcl
+def test_bfcl_heldout_episode_in_the_sandbox():
+    env = SkillSpGame(**SMALL, mode="heldout", heldout_source="bfcl_simple")
+    right = '{"tool": "calculate_triangle_area", "args": {"base": 10, "height": 5}}'
+    drive(env, {"solver_0": right, "solver_1": '{"tool": "calculate_triangle_area", "args": {"base": 5}}'},
+          options={"task": 0})  # fmt: skip
+    ep = env.episode()
+    assert ep.info["skill"] == "bfcl" and ep.metrics == {"solver_accuracy": 0.5}
+    assert "calculate_triangle_area" in ep.turns[0].messages[-1]["content"]
