@@ -134,6 +134,10 @@ def test_tournament_view_renders_whatever_it_finds() -> None:
     assert [r["player"] for r in v["ratings"]["rows"]] == ["base", "step_4", "bot"]
     assert v["payoff"]["rows"] == ["base", "step_4", "bot"] and v["payoff"]["grid"][1][0][0] == "0.7"
     assert v["cycles"] == ["base → bot → step_4 → base"] and ("games", 60) in v["scalars"]
+    per_role = render.tournament_view({"players": ["a", "b"], "ratings": {"a": {"rating": 1}, "_anchor": "a"},
+                                       "payoff": {"overall": [[None, 1], [0, None]], "spy": [[None, 0.5], [0.5, None]]}})
+    assert [t for t, _ in per_role["payoffs"]] == ["overall", "spy"] and per_role["payoffs"][0][1]["grid"][0][0][0] == ""
+    assert [r["player"] for r in per_role["ratings"]["rows"]] == ["a"]
     odd = render.tournament_view({"ratings": [{"player": "a", "elo": 3}], "notes": {"x": {"y": 1}}, "payoff": "?"})
     assert odd["ratings"]["cols"] == ["player", "elo"] and odd["payoff"] is None and odd["tables"][0]["title"] == "notes"
     assert render.tournament_view([1, 2])["raw"]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 Segment = tuple[str, bool]  # (text, highlighted)
+MAX_ROWS = 200  # rows shown of a tournament's other tables (a schedule, every game's record)
 
 
 def logprob_colour(lp: float | None) -> str:
@@ -122,7 +123,8 @@ def _num(x: Any) -> float | None:
 
 def tournament_view(data: Any) -> dict[str, Any]:
     """Whatever a tournament JSON holds, as tables: ratings, a payoff heatmap, cycles, and the rest."""
-    view: dict[str, Any] = {"ratings": None, "payoff": None, "cycles": None, "tables": [], "scalars": [], "raw": None}
+    view: dict[str, Any] = {"ratings": None, "payoff": None, "payoffs": [], "cycles": None, "tables": [], "scalars": [],
+                            "raw": None}
     if not isinstance(data, dict):
         view["raw"] = json.dumps(data, indent=2)[:20000]
         return view
@@ -130,7 +132,8 @@ def tournament_view(data: Any) -> dict[str, Any]:
     players = [str(p) for p in rest.pop("players", []) or []] if isinstance(data.get("players"), list) else []
     ratings = rest.pop("ratings", None)
     if isinstance(ratings, dict):
-        ratings = [{"player": k, **(v if isinstance(v, dict) else {"rating": v})} for k, v in ratings.items()]
+        ratings = [{"player": k, **(v if isinstance(v, dict) else {"rating": v})} for k, v in ratings.items()
+                   if not str(k).startswith("_")]  # '_anchor' and the like are notes, not players
     if isinstance(ratings, list) and all(isinstance(r, dict) for r in ratings):
         cols = list(dict.fromkeys(k for r in ratings for k in r))
         lows = [_num(r.get("low")) for r in ratings]
@@ -146,9 +149,16 @@ def tournament_view(data: Any) -> dict[str, Any]:
                          "mid": None if m is None else 100 * (m - lo) / width})
         view["ratings"] = {"cols": cols, "rows": ratings, "bars": bars}
         players = players or [str(r.get("player", "")) for r in ratings]
+    view["payoffs"] = []
     for key in ("payoff", "payoff_matrix", "payoffs"):
         if key in rest:
-            view["payoff"] = _heatmap(rest.pop(key), players)
+            value = rest.pop(key)
+            if isinstance(value, dict) and value and all(isinstance(m, list) for m in value.values()):
+                named = [(str(k), _heatmap(m, players)) for k, m in value.items()]  # e.g. overall and per role
+            else:
+                named = [("", _heatmap(value, players))]
+            view["payoffs"] = [(k, h) for k, h in named if h is not None]
+            view["payoff"] = view["payoffs"][0][1] if view["payoffs"] else None
             break
     cycles = rest.pop("cycles", None)
     if isinstance(cycles, list):
@@ -158,7 +168,8 @@ def tournament_view(data: Any) -> dict[str, Any]:
             view["scalars"].append((k, v))
         elif isinstance(v, list) and v and all(isinstance(r, dict) for r in v):
             cols = list(dict.fromkeys(c for r in v for c in r))
-            view["tables"].append({"title": k, "cols": cols, "rows": [[_cell(r.get(c)) for c in cols] for r in v]})
+            view["tables"].append({"title": k, "cols": cols, "rows": [[_cell(r.get(c)) for c in cols] for r in v[:MAX_ROWS]],
+                                   "more": max(0, len(v) - MAX_ROWS)})
         elif isinstance(v, dict) and v and all(isinstance(r, dict) for r in v.values()):
             cols = list(dict.fromkeys(c for r in v.values() for c in r))
             view["tables"].append({"title": k, "cols": ["", *cols],
