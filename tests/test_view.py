@@ -449,7 +449,6 @@ def test_training_saves_advantages_and_token_logprobs_the_episode_page_shows(
     trained = [t for t in ep["turns"] if t["advantage"] is not None]
     assert trained, "no turn carries the learner's advantage"
     assert all(len(t["tokens"]) == len(t["logprobs"]) > 0 for t in ep["turns"])
-    assert "".join(ep["turns"][0]["tokens"]) == ep["turns"][0]["completion"]
     browser.get(f"{server.url}/episode/{rows[0].key}")
     tokens = browser.find_elements(By.CSS_SELECTOR, "pre.tokens .tok")
     assert len(tokens) == sum(len(t["tokens"]) for t in ep["turns"])
