@@ -62,6 +62,7 @@ class SkillState(GameState):
         root = Path(config.skills_dir) if config.skills_dir else SKILLS_DIR
         self.config = config
         self.library = SkillLibrary(load_library(root).values(), config.controller)
+        shared_pool(config.sandbox, config.sandbox_workers)  # a machine without a working sandbox fails at start-up
 
     def snapshot(self) -> LibraryView:
         return LibraryView.of(self.library)
