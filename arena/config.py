@@ -200,6 +200,34 @@ class RunnerSection(BaseModel):
     episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
 
 
+class LeagueConfig(BaseModel):
+    """An opponent pool of past checkpoints inside training, and rated matches (arena/league.py). Off by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=False, description="Play some seats with past checkpoints and rate the run against them.")
+    pool_size: int = Field(default=4, ge=1, description="Past checkpoints kept in the pool, besides the base model "
+                           "(independent of keep_checkpoints).")
+    include_base: bool = Field(default=True, description="The starting model is a member ('base', the ratings' anchor).")
+    share: float = Field(default=0.25, ge=0.0, le=1.0, description="Share of the trainable seats of each game given to "
+                         "the step's pool opponent (at least one when > 0, never all); 0: rated matches only.")
+    sampler: str = Field(default="pfsp", description="Rule drawing the step's opponent: latest | uniform | pfsp.")
+    pfsp_power: float = Field(default=2.0, ge=0.0, description="pfsp: weight (1 - learner's win rate)^power.")
+    eval_every: int = Field(default=0, ge=0, description="Steps between rated matches against the pool and base (0: never).")
+    eval_games: int = Field(default=8, ge=1, description="Games against each member in a rated match (whole rounds).")
+    bootstrap: int = Field(default=200, ge=0, description="Bootstrap resamples of the rating's 95% interval.")
+    layouts: list[dict[str, Any]] = Field(default_factory=list, description="Reset options fixing the roles in rated "
+                                          "matches, cycled per round (SpyRL: [{spy: 0}, {spy: 1}, ...]).")
+
+    @model_validator(mode="after")
+    def _known_sampler(self) -> LeagueConfig:
+        from arena.league import SAMPLERS
+
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} (got {self.sampler!r})")
+        return self
+
+
 class TrainConfig(BaseModel):
     """The training loop."""
 
@@ -213,6 +241,7 @@ class TrainConfig(BaseModel):
     keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk.")
     schedule: ScheduleConfig = Field(default_factory=JointConfig, description="Which phases train at each step (rule: joint | cycle | hysteresis | progress).")
     plot: bool = Field(default=True, description="Draw the run's curves to PNG at the end.")
+    league: LeagueConfig = Field(default_factory=LeagueConfig, description="Opponent pool and rated matches (off by default).")
     save_episodes: bool = Field(
         default=True, description="Save each step's episodes with the learner's advantages to <run_dir>/episodes/ "
         "(gzip JSONL, read by python -m arena.view).",

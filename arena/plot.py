@@ -16,6 +16,9 @@ FRAMEWORK_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("logprob gap (generator vs learner)", ("logprob_gap",)),
 )
 
+#: Drawn when the run has a league (arena/league.py): the current policy's rating against its past.
+LEAGUE_PANEL = ("league rating vs base (95% interval)", ("league/rating", "league/rating_low", "league/rating_high"))
+
 
 def panels_for(run_dir: Path, rows: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
     """The run's game panels (from config.json), else one of its rewards per role, then the framework's."""
@@ -31,7 +34,8 @@ def panels_for(run_dir: Path, rows: list[dict]) -> list[tuple[str, tuple[str, ..
     if not game_panels:
         rewards = tuple(sorted({k for r in rows for k in r if k.startswith("reward/")}))
         game_panels = (("reward per role", rewards),)
-    return [*game_panels, *FRAMEWORK_PANELS]
+    league = [LEAGUE_PANEL] if any(r.get("league/rating") is not None for r in rows) else []
+    return [*game_panels, *FRAMEWORK_PANELS, *league]
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

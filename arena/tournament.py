@@ -262,13 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     header = {
         "format": FORMAT, "game": cfg.game.name, "config": str(args.config), "overrides": args.overrides,
-        "players": dict(zip(labels, args.players, strict=True)), "anchor": anchor, "seed": args.seed,
+        "players": labels, "player_specs": dict(zip(labels, args.players, strict=True)), "anchor": anchor, "seed": args.seed,
         "layouts": layouts, "schedule": [t.to_json() | {"seed": s} for t, s in zip(tables, seeds, strict=True)],
     }
     done: dict[int, dict[str, Any]] = {}
     if json_path.exists():
         old = json.loads(json_path.read_text())
-        if any(old.get(k) != header[k] for k in ("format", "game", "players", "seed", "layouts", "schedule")):
+        if any(old.get(k) != header[k] for k in ("format", "game", "players", "player_specs", "seed", "layouts", "schedule")):
             raise ConfigError(f"--json: {json_path} holds a different tournament (players, seed, games or layouts "
                               "differ); give another --json or remove it")
         done = {r["index"]: r for r in old.get("results", [])}
@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         play(cfg, players, todo, seeds, done, header, json_path)
     records = [done[t.index] for t in tables]
     summary = summarise(records, labels, anchor, seed=args.seed, rounds=args.bootstrap)
-    write_json(json_path, header | {"results": records, "summary": summary})
+    ratings = {p: v for p, v in summary["bradley_terry"].items() if p != "_anchor"}  # top level: what arena.view shows
+    write_json(json_path, header | {"ratings": ratings, "payoff": summary["payoff"]["overall"], "cycles": summary["cycles"],
+                                    "results": records, "summary": summary})
     print_table(summary, labels)
     from arena.plot import plot_payoff
 

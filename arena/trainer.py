@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from arena.checkpoint import find_checkpoint, load_state, save_checkpoint, set_rng_state
+from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, save_checkpoint, set_rng_state
 from arena.config import ArenaConfig, ConfigError, ModelPolicySpec
 from arena.runner import EpisodeSpec
 from arena.types import Episode, write_jsonl
@@ -90,6 +90,11 @@ class Trainer:
         env = self.probe_env = cfg.game.make_env()  # also computes the game's step metrics
         self.state = env.make_state()
         self.runner = build_runner(cfg, self.policies, state=self.state)
+        self.league = None
+        if cfg.train.league.enabled:  # past checkpoints as opponents, rated matches (arena/league.py)
+            from arena.league import League
+
+            self.league = League(cfg, run_dir, self.runner)
         self._report_untrained_phases(env)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -150,7 +155,7 @@ class Trainer:
         phases = self.schedule.phases(progress)
         tokens_before = getattr(self.generator, "tokens_generated", 0)
         t0 = time.perf_counter()
-        episodes = self.runner.play(self.specs(step))
+        episodes = self.runner.play(self.league.assign(step, self.specs(step)) if self.league else self.specs(step))
         self._tokenize_probes(episodes)
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
@@ -174,6 +179,7 @@ class Trainer:
         row.update(learn_stats)
         row.update(self.estimator_states.metrics())
         row.update({f"state/{k}": v for k, v in state_stats.items()})
+        row.update(self.league.after_step(step, episodes) if self.league else {})
         row.update({
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0,
             "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(t1 - t0, 1e-9),
@@ -225,11 +231,17 @@ class Trainer:
     # -------------------------------------------------------------- checkpoints
     def save(self) -> Path:
         state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
-        return save_checkpoint(
+        extra = {"game_state": self.state.save} if self.state is not None else {}
+        if self.league is not None:  # the checkpoint's weights join the pool; its state goes in the checkpoint
+            self.league.add_member(self.step, self.learner.module, self.tokenizer)
+            extra["league"] = self.league.save
+        path = save_checkpoint(
             self.run_dir, self.step, self.learner.module, self.tokenizer, self.learner.state_dict(), state,
-            keep=self.cfg.train.keep_checkpoints,
-            extra={"game_state": self.state.save} if self.state is not None else None,
+            keep=self.cfg.train.keep_checkpoints, extra=extra or None,
         )
+        if self.league is not None:
+            self.league.prune(list_checkpoints(self.run_dir))
+        return path
 
     def _restore(self, checkpoint: Path) -> None:
         from transformers import AutoModelForCausalLM
@@ -243,6 +255,8 @@ class Trainer:
         self.schedule.load_state_dict(state["schedule"])
         if self.state is not None:
             self.state.load(checkpoint / "game_state")
+        if self.league is not None and (checkpoint / "league").is_dir():
+            self.league.load(checkpoint / "league")
         set_rng_state(rng)
         self.step = int(state["step"])
         self.sync_weights()

@@ -1,0 +1,276 @@
+"""A league inside ``arena.train``: past checkpoints as opponents, and rated matches against them.
+
+Off by default; ``train.league.enabled: true`` turns it on (``LeagueConfig``
+in ``arena/config.py`` documents every key).
+
+Pool
+    The base model (the trainable policy's starting weights, named ``base``)
+    plus the newest ``pool_size`` checkpoints. Each checkpoint save adds the
+    current weights as member ``step_NNNNNN``, written to
+    ``<run>/league/pool/step_NNNNNN`` (its own retention, independent of
+    ``keep_checkpoints``). The pool's state (members, results against each,
+    the rating history) is a readable ``league/state.json`` inside every
+    checkpoint and is restored with it; a member's weights are deleted only
+    once no kept checkpoint names it, so a resume from any kept checkpoint
+    finds its whole pool.
+
+Opponents in training
+    Each step draws ONE member by the named rule (registry ``SAMPLERS``):
+    ``latest`` (the newest), ``uniform``, ``pfsp`` (prioritised fictitious
+    self-play: weight ``(1 - w)^p``, ``w`` the learner's smoothed win rate
+    ``(wins + 1) / (games + 2)`` against that member, so the members it beats
+    less often are drawn more). In every game of the step, ``round(share * k)``
+    of the ``k`` seats that play the trainable policy (at least one when share
+    > 0, never all) are given to policy ``league`` = that member; the seats are
+    drawn per game. Draws are seeded by (train.seed, step), so a resumed run
+    draws the same. Opponent turns carry policy ``league``: they are never
+    trained and are counted apart under ``league/`` in the metrics.
+
+Rated matches
+    Every ``eval_every`` steps the current policy plays ``eval_games`` games
+    against each member (``base`` first), seated by :mod:`arena.seating` on
+    the trainable seats with ``layouts`` (reset options fixing the roles), on
+    held-out seeds. A Bradley-Terry fit of those games (anchor ``base`` = 1000,
+    95% bootstrap interval, :mod:`arena.ratings`) gives ``league/rating``,
+    ``league/rating_low``, ``league/rating_high``: metrics.jsonl, TensorBoard
+    and the plot show whether the run still improves against its past.
+
+Memory
+    Members are loaded on demand: one member at a time holds a model in
+    memory (the step's opponent; the rated match plays member after member),
+    built from its folder with the trainable policy's settings (backend hf)
+    and freed when the next one is loaded. So a pool of any size costs one
+    extra model in memory, plus disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OPPONENT = "league"
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    model: str  # a model name or folder the policy table resolves
+    step: int
+
+
+# ------------------------------------------------------------------ samplers
+Sampler = Callable[[Sequence[Member], Mapping[str, tuple[float, float]], np.random.Generator, float], Member]
+
+
+def latest(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], rng: np.random.Generator, power: float) -> Member:
+    """The newest member."""
+    return max(members, key=lambda m: m.step)
+
+
+def uniform(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], rng: np.random.Generator, power: float) -> Member:
+    """Every member equally likely."""
+    return members[int(rng.integers(len(members)))]
+
+
+def pfsp_weights(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], power: float) -> np.ndarray:
+    """``(1 - w)^power`` with ``w = (wins + 1) / (games + 2)``, normalised."""
+    w = np.array([(stats.get(m.name, (0.0, 0.0))[0] + 1) / (stats.get(m.name, (0.0, 0.0))[1] + 2) for m in members])
+    raw = (1.0 - w) ** power
+    return raw / raw.sum()
+
+
+def pfsp(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], rng: np.random.Generator, power: float) -> Member:
+    """Prioritised fictitious self-play: members the learner beats less often are drawn more."""
+    return members[int(rng.choice(len(members), p=pfsp_weights(members, stats, power)))]
+
+
+SAMPLERS: dict[str, Sampler] = {"latest": latest, "uniform": uniform, "pfsp": pfsp}
+
+
+# ------------------------------------------------------------------ the league
+class League:
+    """Pool, opponent draws, results and ratings of one training run (see the module docstring)."""
+
+    def __init__(self, cfg: Any, run_dir: Path, runner: Any):
+        from arena.config import ConfigError
+
+        self.cfg = cfg
+        self.lc = cfg.train.league
+        if self.lc.sampler not in SAMPLERS:
+            raise ConfigError(f"train.league.sampler: unknown rule {self.lc.sampler!r}; known: {', '.join(SAMPLERS)}")
+        self.run_dir = run_dir
+        self.runner = runner
+        self.trainable = cfg.trainable
+        self.spec = cfg.policies[cfg.trainable]
+        self.seat_rules = dict(cfg.seat_table())
+        seats = runner.envs[0].possible_agents
+        self.learner_seats = [s for s in seats if runner.seats.policy_for(s) == self.trainable]
+        self.members: list[Member] = [Member(BASE, self.spec.model, 0)] if self.lc.include_base else []
+        self.stats: dict[str, tuple[float, float]] = {}  # member -> (learner's wins, games), ties count half
+        self.ratings: list[dict[str, float]] = []
+        self.loaded: str | None = None
+        self.current: Member | None = None  # this step's opponent
+        sampling = runner.sampling  # the opponent samples like the trainable policy
+        runner.sampling = lambda policy, phase: sampling(self.trainable if policy == OPPONENT else policy, phase)
+
+    # -------------------------------------------------------------- pool
+    def pool_dir(self) -> Path:
+        return self.run_dir / "league" / "pool"
+
+    def add_member(self, step: int, model: Any, tokenizer: Any) -> None:
+        """The current weights join the pool as ``step_NNNNNN``; the oldest checkpoint member leaves."""
+        name = f"step_{step:06d}"
+        final = self.pool_dir() / name
+        tmp = self.pool_dir() / f".tmp-{name}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        self.members = [m for m in self.members if m.name != name] + [Member(name, f"league/pool/{name}", step)]
+        past = [m for m in self.members if m.name != BASE]
+        for old in past[: max(0, len(past) - self.lc.pool_size)]:
+            self.members.remove(old)
+            self.stats.pop(old.name, None)
+
+    def prune(self, checkpoints: Sequence[Path]) -> None:
+        """Delete member folders that neither the pool nor any kept checkpoint names."""
+        keep = {m.name for m in self.members}
+        for ckpt in checkpoints:
+            state = ckpt / "league" / "state.json"
+            if state.is_file():
+                keep |= {m["name"] for m in json.loads(state.read_text())["members"]}
+        if self.pool_dir().is_dir():
+            for folder in self.pool_dir().iterdir():
+                if folder.name not in keep:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+    def activate(self, member: Member) -> None:
+        """Load ``member`` as policy ``league`` (the previous one is dropped first: one in memory)."""
+        if self.loaded == member.name and OPPONENT in self.runner.policies:
+            return
+        from arena.build import ModelStore, make_model_policy
+
+        self.runner.policies.pop(OPPONENT, None)
+        self.loaded = None
+        model = member.model if member.name == BASE else str(self.run_dir / member.model)  # members live in the run
+        spec = self.spec.model_copy(update={"model": model, "trainable": False, "frozen": True, "backend": "hf"})
+        self.runner.policies[OPPONENT] = make_model_policy(spec, OPPONENT, ModelStore())
+        self.loaded = member.name
+
+    # -------------------------------------------------------------- training games
+    def _rng(self, step: int, salt: int) -> np.random.Generator:
+        return np.random.default_rng([self.cfg.train.seed, step, salt])
+
+    def draw(self, step: int) -> Member | None:
+        if not self.members or self.lc.share == 0 or len(self.learner_seats) < 2:
+            return None
+        return SAMPLERS[self.lc.sampler](self.members, self.stats, self._rng(step, 0), self.lc.pfsp_power)
+
+    def opponent_count(self) -> int:
+        k = len(self.learner_seats)
+        return min(k - 1, max(1, round(self.lc.share * k))) if self.lc.share > 0 else 0
+
+    def assign(self, step: int, specs: Sequence[Any]) -> list[Any]:
+        """The step's games with the drawn member in some trainable seats of each game."""
+        from arena.runner import EpisodeSpec, SeatMap
+
+        member = self.draw(step)
+        self.current = member
+        if member is None:
+            return list(specs)
+        self.activate(member)
+        rng = self._rng(step, 1)
+        out = []
+        for spec in specs:
+            chosen = rng.choice(len(self.learner_seats), size=self.opponent_count(), replace=False)
+            rules = {self.learner_seats[int(k)]: OPPONENT for k in sorted(chosen)} | self.seat_rules
+            out.append(EpisodeSpec(seed=spec.seed, options=spec.options, seats=SeatMap(rules)))
+        return out
+
+    def after_step(self, step: int, episodes: Sequence[Any]) -> dict[str, float]:
+        """Results against this step's member, and a rated match every ``eval_every`` steps (``league/`` metrics)."""
+        row = self._record(episodes)
+        if self.lc.eval_every and step % self.lc.eval_every == 0:
+            row |= self.rated_match(step)
+        return row
+
+    def _record(self, episodes: Sequence[Any]) -> dict[str, float]:
+        member = self.current
+        row: dict[str, float] = {"league/pool_size": float(len(self.members))}
+        if member is None:
+            return row
+        scores, opp_rewards, opp_turns = [], [], 0
+        for ep in episodes:
+            by_seat = {t.seat: t.policy for t in ep.turns}
+            opp = [s for s, p in by_seat.items() if p == OPPONENT]
+            mine = [s for s, p in by_seat.items() if p == self.trainable]
+            opp_turns += sum(t.policy == OPPONENT for t in ep.turns)
+            opp_rewards += [ep.rewards.get(s, 0.0) for s in opp]
+            pairs = [1.0 if ep.outcome[a].rank < ep.outcome[b].rank else 0.0 if ep.outcome[a].rank > ep.outcome[b].rank
+                     else 0.5 for a in mine for b in opp if a in ep.outcome and b in ep.outcome]
+            if pairs:
+                scores.append(float(np.mean(pairs)))
+        wins, games = self.stats.get(member.name, (0.0, 0.0))
+        self.stats[member.name] = (wins + sum(scores), games + len(scores))
+        row |= {"league/opponent_step": float(member.step), "league/opponent_turns": float(opp_turns),
+                "league/score_vs_opponent": float(np.mean(scores)) if scores else math.nan,
+                "league/opponent_reward": float(np.mean(opp_rewards)) if opp_rewards else math.nan}
+        return row
+
+    # -------------------------------------------------------------- rated matches
+    def rated_match(self, step: int) -> dict[str, float]:
+        """The current policy against every member on held-out seeds; its Bradley-Terry rating vs base."""
+        from arena.eval import held_out_seeds
+        from arena.ratings import bradley_terry, game_from_outcome
+        from arena.runner import EpisodeSpec, SeatMap
+        from arena.seating import schedule
+
+        if not self.members or len(self.learner_seats) < 2:
+            return {}
+        games = []
+        layouts = self.lc.layouts or [{}]
+        n = len(self.learner_seats)
+        rounds = math.ceil(self.lc.eval_games / n)
+        for k, member in enumerate(self.members):
+            self.activate(member)
+            tables = schedule(["current", member.name], self.learner_seats, rounds, seed=step, layouts=layouts)
+            seeds = held_out_seeds(1000 + step * 64 + k, len(tables))
+            specs = [EpisodeSpec(seed=s, options=dict(t.options), seats=SeatMap(
+                {seat: self.trainable if p == "current" else OPPONENT for seat, p in t.seating.items()} | self.seat_rules))
+                for t, s in zip(tables, seeds, strict=True)]
+            for t, ep in zip(tables, self.runner.play(specs), strict=True):
+                games.append(game_from_outcome(dict(t.seating), ep.roles, ep.outcome))
+        anchor = BASE if any(m.name == BASE for m in self.members) else self.members[0].name
+        names = [m.name for m in self.members] + ["current"]
+        fit = bradley_terry(games, names, anchor=anchor, rounds=self.lc.bootstrap, seed=step)
+        entry = {"step": float(step), "rating": fit.rating["current"], "low": fit.low["current"],
+                 "high": fit.high["current"], "games": float(len(games))}
+        self.ratings.append(entry)
+        return {"league/rating": entry["rating"], "league/rating_low": entry["low"], "league/rating_high": entry["high"],
+                "league/rated_games": entry["games"]}
+
+    # -------------------------------------------------------------- state
+    def state(self) -> dict[str, Any]:
+        return {"members": [m.__dict__ for m in self.members], "stats": {k: list(v) for k, v in self.stats.items()},
+                "ratings": self.ratings}
+
+    def save(self, folder: Path) -> None:
+        (folder / "state.json").write_text(json.dumps(self.state(), indent=2))
+
+    def load(self, folder: Path) -> None:
+        data = json.loads((folder / "state.json").read_text())
+        self.members = [Member(**m) for m in data["members"]]
+        self.stats = {k: (float(v[0]), float(v[1])) for k, v in data["stats"].items()}
+        self.ratings = list(data["ratings"])
+        self.loaded = None
