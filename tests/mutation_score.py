@@ -43,7 +43,25 @@ SCOPE: dict[str, tuple[str, ...]] = {
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
-EQUIVALENT: set[str] = set()
+EQUIVALENT: set[str] = {
+    # kl_penalty's default "k3" -> "XXk3XX" / "K3": every value but "k1" selects k3.
+    "learners.losses.x_kl_penalty__mutmut_1",
+    "learners.losses.x_kl_penalty__mutmut_2",
+    # .sum(-1) -> .sum(+1) on the documented (B, T) tensors: the same dimension.
+    "learners.losses.x_aggregate__mutmut_18",
+    "learners.losses.x_aggregate__mutmut_22",
+    "learners.losses.x_aggregation_weights__mutmut_20",
+    # grpo(..., scale=False) -> scale=None: both falsy.
+    "learners.advantages.x_lsp_solver__mutmut_3",
+    # super().update(metrics) -> super().update(None): the base update ignores its argument.
+    "learners.schedule.xǁCycleScheduleǁupdate__mutmut_1",
+    "learners.schedule.xǁHysteresisScheduleǁupdate__mutmut_1",
+    # truncate(): self._queue = [] -> None: a finished game never reads its queue
+    # (pending_seats and step check `done` first).
+    "arena.game.xǁLLMGameǁtruncate__mutmut_4",
+    # uses.get(name, 0) -> uses.get(name, 1): an unknown name gives 0 or 1, both <= 1.
+    "learners.estimators.xǁEstimatorStatesǁmetrics__mutmut_29",
+}
 
 KILLED = {1, 3, 37}  # pytest failed / internal error / caught by type check
 SURVIVED = {0}

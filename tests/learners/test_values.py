@@ -261,3 +261,44 @@ def test_sequence_weights_of_a_one_token_row_and_exact_messages() -> None:
         aggregation_weights(mask, "constant", 4.0, 2, None)
     with pytest.raises(ValueError, match=r"^aggregation 'constant' needs the constant \(e\.g\. the max completion length\)$"):
         aggregate(mask, mask, "constant")
+
+
+def test_one_token_batches() -> None:
+    loss, mask = torch.tensor([[5.0, 7.0]]), torch.tensor([[1.0, 0.0]])
+    assert float(aggregate(loss, mask, "token")) == 5.0 and float(aggregate(loss, mask, "sequence")) == 5.0
+    assert aggregation_weights(mask, "token", 1.0, 1, None).tolist() == [[1.0, 0.0]]
+
+
+def test_rae_defaults_are_the_paper_order_with_alpha_0_9() -> None:
+    rewards, roles, games = torch.tensor([0.5, -0.5, 1.0]), ["spy", "civilian", "spy"], torch.tensor([0, 0, 1])
+    adv, keep, values = role_advantages(rewards, roles, games, {})
+    assert adv.tolist() == pytest.approx([0.5, -0.5, 1.0 - 0.05])  # game 1 reads b_spy = 0.1 * 0.5
+    assert values == pytest.approx({"spy": 0.9 * 0.05 + 0.1, "civilian": -0.05}) and keep.all()
+
+
+def test_zero_variance_tolerance_is_inclusive() -> None:
+    assert zero_variance(torch.tensor([0.0, 1.0]), torch.tensor([0, 0]), tol=0.5).tolist() == [True, True]
+    assert zero_variance(torch.tensor([0.0, 1.0]), torch.tensor([0, 0]), tol=0.49).tolist() == [False, False]
+
+
+def test_state_metrics_skip_stateless_phases_and_name_unknown_ones_by_phase() -> None:
+    cfg = LearnerConfig(estimators={"vote": {"name": "grpo"}, "perform": {"name": "rae"}})
+    states = EstimatorStates(cfg.estimators)
+    states.load_state_dict({"vote": {}, "perform": {"values": {"spy": 0.5}}, "old": {"values": {"x": 2}}})
+    assert states.metrics() == {"rae/spy": 0.5, "old/x": 2.0}
+    assert states.for_phase("vote") == {} and states.for_phase("new") == {} and "new" in states.state_dict()
+
+
+def test_schedule_config_objects_validate_again_by_their_rule() -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from learners.config import ScheduleConfig
+    from learners.schedule import CycleConfig, HysteresisConfig
+
+    adapter = TypeAdapter(ScheduleConfig)
+    cycle = adapter.validate_python({"rule": "cycle", "stages": [["a"], ["b"]], "every": 2})
+    assert isinstance(cycle, CycleConfig) and adapter.validate_python(cycle) == cycle
+    hyst = adapter.validate_python({"rule": "hysteresis", "stages": [{"phases": ["a"]}]})
+    assert isinstance(adapter.validate_python(hyst), HysteresisConfig)
+    with pytest.raises(ValidationError, match="unknown schedule rule"):
+        adapter.validate_python(3)
