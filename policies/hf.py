@@ -4,8 +4,17 @@ The decode loop is written out (prefill, then one token per step on a KV
 cache) rather than calling ``model.generate``, for two reasons: the logprob of
 each sampled token is taken from the exact distribution it was sampled from
 (after temperature and top-p) without keeping a ``(batch, steps, vocab)``
-score tensor alive, and sampling uses a local ``torch.Generator`` seeded from
-the requests, so no global RNG is touched. Rows that finish are dropped from the
+score tensor alive, and sampling uses local ``torch.Generator`` s, so no global
+RNG is touched. With ``per_request_rng`` each request has its OWN
+generator, seeded from its own seed (:func:`row_seeds`), so a seeded request draws
+the same random numbers whichever other requests share its batch: batched and
+one-at-a-time play agree up to floating-point differences of the batched forward
+pass (padding and batch shape change the logits in the last bits, which can flip
+a draw that falls within that margin of a token boundary). Without it (the
+default for now: ``tests/golden/spy_2steps.json`` was recorded with it), one
+generator seeded from all the batch's seeds serves the batch: a completion is
+reproducible only for the same batch composition, so batched and one-at-a-time
+play agree only with scripted policies. Rows that finish are dropped from the
 batch (their KV cache rows too), so a long straggler does not make the whole
 batch pay for its length.
 
@@ -35,6 +44,13 @@ from policies.models import DEFAULT_MODEL, load_causal_lm
 def batch_seed(seeds: Sequence[int | None]) -> int:
     digest = hashlib.blake2b(repr(list(seeds)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def row_seeds(seeds: Sequence[int | None]) -> list[int]:
+    """One generator seed per request: a hash of the request's own seed alone, so it does
+    not depend on the batch. Unseeded requests hash (the batch's seeds, their row), which
+    keeps them distinct from each other and reproducible for the same batch."""
+    return [batch_seed([s]) if s is not None else batch_seed([batch_seed(seeds), row]) for row, s in enumerate(seeds)]
 
 
 def sampling_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -71,6 +87,7 @@ class HFPolicy:
         decode_attention: str = "eager",
         max_model_len: int | None = None,
         overflow: Overflow = "truncate",
+        per_request_rng: bool = False,
     ):
         if isinstance(model, str):
             model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)
@@ -91,6 +108,7 @@ class HFPolicy:
         self.eos_ids = self._eos_ids()
         self._default_attention = model.config._attn_implementation
         self.tokens_generated = 0
+        self.per_request_rng = per_request_rng
 
     def _eos_ids(self) -> set[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -121,8 +139,9 @@ class HFPolicy:
             groups[params].append(i)
         for params, members in groups.items():
             for chunk in self.plan_batches({i: len(prompts[i]) + params.max_new_tokens for i in members}):
-                seed = batch_seed([requests[i].seed for i in chunk])
-                for i, comp in zip(chunk, self.generate_ids([prompts[i] for i in chunk], params, seed), strict=True):
+                given = [requests[i].seed for i in chunk]
+                seeds = row_seeds(given) if self.per_request_rng else batch_seed(given)
+                for i, comp in zip(chunk, self.generate_ids([prompts[i] for i in chunk], params, seeds), strict=True):
                     comp.prompt_truncated = i in truncated
                     results[i] = comp
         return [r for r in results if r is not None]
@@ -143,18 +162,29 @@ class HFPolicy:
             batches.append([i])
         return batches
 
-    def generate_ids(self, prompts: list[list[int]], params: SamplingParams, seed: int = 0) -> list[Completion]:
-        """Generate for token-id prompts (one batch, left padded; the caller makes them fit the context)."""
+    def generate_ids(
+        self, prompts: list[list[int]], params: SamplingParams, seed: int | Sequence[int] = 0
+    ) -> list[Completion]:
+        """Generate for token-id prompts (one batch, left padded; the caller makes them fit the context).
+
+        ``seed``: one generator seed per prompt (rows sample independently), or one int
+        seeding a single generator shared by the batch.
+        """
+        if not isinstance(seed, int) and len(seed) != len(prompts):
+            raise ValueError(f"generate_ids: {len(seed)} seeds for {len(prompts)} prompts")
         try:
-            return self._decode(prompts, params, seed)
+            return self._decode(prompts, params, seed if isinstance(seed, int) else list(seed))
         finally:
             self._set_attention(self._default_attention)
 
     @torch.inference_mode()
-    def _decode(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Completion]:
+    def _decode(self, prompts: list[list[int]], params: SamplingParams, seeds: int | list[int]) -> list[Completion]:
         from transformers import DynamicCache
 
-        gen = torch.Generator(device=self.device).manual_seed(seed)
+        if isinstance(seeds, int):  # one generator for the whole batch
+            shared = torch.Generator(device=self.device).manual_seed(seeds)
+        else:  # one generator per row
+            gens = [torch.Generator(device=self.device).manual_seed(s) for s in seeds]
         batch = len(prompts)
         width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id
@@ -182,7 +212,11 @@ class HFPolicy:
         for _ in range(params.max_new_tokens):
             logp = sampling_logprobs(logits, params)
             if params.temperature > 0:
-                choice = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(-1)
+                probs = logp.exp()
+                if isinstance(seeds, int):
+                    choice = torch.multinomial(probs, 1, generator=shared).squeeze(-1)
+                else:
+                    choice = torch.cat([torch.multinomial(probs[pos], 1, generator=gens[row]) for pos, row in enumerate(alive)])
             else:
                 choice = logp.argmax(dim=-1)
             chosen_logp = logp.gather(-1, choice[:, None]).squeeze(-1).tolist()
