@@ -11,6 +11,11 @@ time (so a loaded shared machine does not deflate them):
 * planner: plans/s of the BFS planner over fresh tasks.
 
     .venv/bin/python bench/household_bench.py [--games 16] [--attempts 8]
+
+``--auso-overhead`` (loads the built-in model: run it under the CPU lock) times one
+learner step on the same household turns three ways: plain GRPO, AUSO while
+internalising (teacher probe + distillation term) and AUSO while utilising
+(student no-grad pass + no-skill probe + advantage weights), and prints the ratios.
 """
 
 from __future__ import annotations
@@ -60,11 +65,60 @@ def plans(count: int = 200) -> tuple[float, int]:
     return count / (time.process_time() - start), longest
 
 
+def auso_overhead(model_name: str, repeats: int = 2, max_new: int = 24) -> None:
+    import copy
+
+    from arena.runner import play_one_at_a_time
+    from arena.types import Sample
+    from learners.config import LearnerConfig
+    from learners.progress import Progress
+    from learners.update import Learner
+    from policies.base import chat_prompt_ids
+    from policies.models import load_causal_lm
+
+    model, tok = load_causal_lm(model_name, dtype="float32")
+    ref = copy.deepcopy(model).requires_grad_(False)
+    samples = []
+    for seed in range(4):  # 4 tasks x G = 4 attempts x 3 steps = 48 actions with real prompts
+        game = HouseholdGame(attempts=4, max_steps=3, receptacles=(4, 6), objects=(3, 6), skills={"probes": True})
+        ep = play_one_at_a_time(game, {"p": ScriptedPolicy(random_admissible)}, seed)
+        for t in ep.turns:
+            ids = tok(t.completion, add_special_tokens=False)["input_ids"][:max_new]
+            samples.append(Sample(
+                prompt_ids=chat_prompt_ids(tok, t.messages), completion_ids=ids, advantage=0.5 if t.seat < "agent_2" else -0.5,
+                probes={k: chat_prompt_ids(tok, m) for k, m in t.probes.items()},
+                extras={"group": ep.episode_id, "pass_rate": 0.0 if seed % 2 else 0.5, "finish_reason": "stop"},
+            ))
+    auso = [{"name": "auso_distill", "coef": 0.1}, {"name": "auso_utilise"}]
+    runs = {"grpo": ([], Progress(10, 20)), "auso internalise": (auso, Progress(2, 20)),
+            "auso utilise": (auso, Progress(20, 20))}
+    times: dict[str, float] = {}
+    for name, (objectives, progress) in runs.items():
+        cfg = LearnerConfig(lr=1e-7, beta=0.01, kl_estimator="k3", token_budget=8192, objectives=objectives)
+        learner = Learner(copy.deepcopy(model), cfg, tok.pad_token_id, 1.0, ref)
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            learner.step(samples, progress)
+            best = min(best, time.perf_counter() - start)
+        times[name] = best
+    base = times["grpo"]
+    mean_prompt = sum(len(s.prompt_ids) for s in samples) / len(samples)
+    print(f"{len(samples)} actions, mean prompt {mean_prompt:.0f} tokens, completions <= {max_new} tokens (best of {repeats})")
+    for name, t in times.items():
+        print(f"  {name:17s} {t:7.2f} s/step   x{t / base:.2f} of the GRPO step")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=int, default=16)
     parser.add_argument("--attempts", type=int, default=8)
+    parser.add_argument("--auso-overhead", action="store_true", help="time GRPO vs AUSO learner steps (loads the model)")
+    parser.add_argument("--model", default="smollm2-135m", help="--auso-overhead: model name or folder")
     args = parser.parse_args()
+    if args.auso_overhead:
+        auso_overhead(args.model)
+        return
     print(f"world steps/s:   {world_steps():,.0f}")
     rate, success = env_turns(args.games, args.attempts)
     print(f"env turns/s:     {rate:,.0f}  ({args.games} games x G={args.attempts}, random admissible play, "
