@@ -12,7 +12,9 @@ import torch
 from arena.types import Episode, Turn
 from learners.advantages import group_index, group_mean_std, grpo, role_advantages, zero_variance
 from learners.config import LearnerConfig
-from learners.estimators import EstimatorInput, EstimatorStates, get_estimator
+from learners.estimators import (
+    ESTIMATORS, EstimatorInput, EstimatorOutput, EstimatorStates, get_estimator, register_estimator,
+)
 from learners.losses import aggregate, aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
 from learners.samples import build_samples, credited_rewards, trainable_turns
 
@@ -302,3 +304,52 @@ def test_schedule_config_objects_validate_again_by_their_rule() -> None:
     assert isinstance(adapter.validate_python(hyst), HysteresisConfig)
     with pytest.raises(ValidationError, match="unknown schedule rule"):
         adapter.validate_python(3)
+
+
+def test_group_keys_missing_or_empty_are_the_same_group() -> None:
+    assert group_index([{"a": ""}, {}, {"a": "XXXX"}, {"a": None}], ["a"]).tolist() == [0, 0, 1, 2]
+    empty = torch.tensor([], dtype=torch.float64)
+    assert grpo(empty, torch.tensor([], dtype=torch.long)).tolist() == []
+    assert zero_variance(empty, torch.tensor([], dtype=torch.long)).tolist() == []
+
+
+def test_rae_keeps_zero_advantages_except_in_spiral_order() -> None:
+    for order in ("paper", "code"):
+        _, keep, _ = role_advantages(torch.tensor([0.0, 0.0]), ["spy", "civilian"], torch.tensor([0, 0]), {}, order=order)
+        assert keep.tolist() == [True, True], order
+
+
+def test_credited_rewards_are_float64_and_group_extras_tolerate_missing_keys() -> None:
+    eps = batch()
+    turns, games = trainable_turns(eps, "vote", "learner")
+    for credit in ("turn", "trajectory"):
+        est = LearnerConfig(estimators={"vote": {"name": "grpo", "credit": credit}}).estimators["vote"]
+        got = credited_rewards(turns, games, eps, est)
+        assert got.dtype == torch.float64, credit
+    samples, _, _ = run({"vote": {"name": "dr_grpo", "group_by": ["episode", "source"]}})
+    assert [s.extras["group"] for s in samples] == ["ep0|"] * 3
+
+
+PROBE_SEEN: list = []
+
+
+def _probe(inp: EstimatorInput, options: object, state: dict) -> EstimatorOutput:
+    PROBE_SEEN.append((inp.turns, inp.episodes, inp.games.tolist(), inp.roles))
+    n = len(inp.rewards)
+    return EstimatorOutput(inp.rewards * 2, torch.ones_like(inp.rewards, dtype=torch.bool),
+                           extras=[{"pass_rate": i / n} for i in range(n)])
+
+
+def test_a_registered_estimator_sees_the_turns_and_episodes() -> None:
+    if "test_values_probe" not in ESTIMATORS:  # registered at test time (once per process)
+        register_estimator("test_values_probe")(_probe)
+    assert get_estimator("test_values_probe").name == "test_values_probe"
+    assert get_estimator("grpo").name == "grpo"
+    eps = batch()
+    cfg = LearnerConfig(estimators={"vote": {"name": "test_values_probe"}})
+    samples, _ = build_samples(eps, ["vote"], cfg, EstimatorStates(cfg.estimators), "learner")
+    turns, episodes, games, roles = PROBE_SEEN[-1]
+    assert [t.seat for t in turns] == list("abcabc") and episodes is eps and games == [0, 0, 0, 1, 1, 1]
+    assert roles == ["civilian", "spy", "civilian"] * 2
+    assert [s.advantage for s in samples] == [2.0, 0.0, 0.0, 2.0, 2.0, 2.0]
+    assert samples[3].extras == {"group": "ep1|vote", "finish_reason": "stop", "reward": 1.0, "pass_rate": 0.5}
