@@ -80,6 +80,26 @@ EQUIVALENT: set[str] = {
     "learners.schedule.x_register_rule__mutmut_1",
     "learners.schedule.x_register_rule__mutmut_2",
     "learners.schedule.x_register_rule__mutmut_3",
+    # The shaped reward's correct-vote branch has fmt_ok = acc = 1, so rewriting a product
+    # as a quotient (2*1 vs 2/1, 1.2*1 vs 1.2/1, 0.99*1 vs 0.99/1) or its acc > 0 test
+    # (>= 0, `or True`, else 1.0) leaves 2.49.
+    "games.spy.rules.x_detection_reward_shaped__mutmut_24",
+    "games.spy.rules.x_detection_reward_shaped__mutmut_27",
+    "games.spy.rules.x_detection_reward_shaped__mutmut_29",
+    "games.spy.rules.x_detection_reward_shaped__mutmut_32",
+    "games.spy.rules.x_detection_reward_shaped__mutmut_34",
+    "games.spy.rules.x_detection_reward_shaped__mutmut_36",
+    # mask_span's unit default "words" -> any other string: every unit but "chars" masks words.
+    "games.spy.rules.x_mask_span__mutmut_1",
+    "games.spy.rules.x_mask_span__mutmut_2",
+    # round(x, 9) -> round(x, 10): both remove the float noise below a half.
+    "games.spy.rules.x_span_length__mutmut_18",
+    # spy_caught: top > 0 -> top >= 0: with no votes every player ties at 0 (n >= 3), never unique.
+    "games.spy.rules.x_spy_caught__mutmut_5",
+    # outputs(): a phase never opened gets latest 0 instead of -1, and the last fallback
+    # .get((phase, index), {}) -> .get(None, {}): both reach only keys that are not stored.
+    "arena.game.xǁLLMGameǁoutputs__mutmut_7",
+    "arena.game.xǁLLMGameǁoutputs__mutmut_25",
 }
 
 KILLED = {1, 3, 37}  # pytest failed / internal error / caught by type check

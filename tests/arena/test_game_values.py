@@ -288,6 +288,7 @@ def test_a_repeated_phase_keeps_each_occurrences_outputs_turns_and_rewards() -> 
     assert env.outputs("call", 0) == {"r_0": "1", "r_1": "2"}
     with pytest.raises(PermissionError):
         env.outputs("call")
+    assert env.outputs("bet", 1) == {} and env.outputs("bet") == {}, "another phase's missing occurrence is empty"
     env.step("5")
     env.step("6")
     assert env.outputs("call") == {"r_1": "5", "r_0": "6"} and env.outputs("call", 0) == {"r_0": "1", "r_1": "2"}

@@ -98,6 +98,19 @@ def test_mask_chars_exact_span_with_multichar_and_whitespace_tokens(token: str) 
     assert first.length == 4 and first.text == text[: first.start] + token * 4 + text[first.start + 4 :]
 
 
+class FirstStart:
+    """A generator stand-in whose ``integers(lo, hi)`` is ``lo`` (the first valid start)."""
+
+    def integers(self, lo: int, hi: int) -> int:
+        return lo
+
+
+def test_mask_defaults_and_the_first_start() -> None:
+    assert mask_span("a b c d", 0.5, FirstStart()).text == "* * c d"  # type: ignore[arg-type]
+    view = mask_span("abcd", 0.5, FirstStart(), unit="chars")  # type: ignore[arg-type]
+    assert (view.text, view.start, view.length) == ("**cd", 0, 2)
+
+
 @pytest.mark.parametrize("token", ["*", "[MASK]", " "])
 def test_mask_words_exact_span_keeps_whitespace(token: str) -> None:
     text = "one  two\tthree four\nfive six seven eight nine ten"  # 10 words, odd separators
