@@ -56,7 +56,14 @@ class RelayGame(LLMGame[RelayObs, RelayConfig]):
 
     def parse(self, seat: str, text: str) -> Any:
         digits = [c for c in text if c in "0123456789"]
-        return int(digits[-1]) if digits else Invalid(reason="no digit")
+        if not digits:
+            return Invalid(reason="no digit")
+        if self.phase.name == "call" and digits[-1] == seat.rsplit("_", 1)[1]:
+            return Invalid(reason="a seat may not call its own number")
+        return int(digits[-1])
+
+    def probe_prompts(self, seat: str) -> dict[str, list[ChatMessage]]:
+        return {"bare": [{"role": "user", "content": f"{seat}: say a digit"}]}
 
     def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
         valid = {s: a for s, a in actions.items() if not isinstance(a, Invalid)}
@@ -100,7 +107,9 @@ def test_a_public_phase_shows_each_seat_the_calls_so_far() -> None:
     assert env.pending_seats() == ["r_1", "r_0"]
     env.step("9")
     env.step("4")
-    assert env.done and env.pending_seats() == []
+    assert env.done and env.pending_seats() == [] and env.agent_selection == "r_0"
+    with pytest.raises(ValueError, match="dead"):
+        env.step("a dead seat may only pass None")
     assert env.outputs("bet") == {"r_2": "4", "r_1": "9", "r_0": "4"}
     # (4 + 7 + 3) % 10 = 4: r_2 and r_0 bet right; r_1's call 7 was the highest
     ep = env.episode()
@@ -110,6 +119,7 @@ def test_a_public_phase_shows_each_seat_the_calls_so_far() -> None:
         ("r_2", "bet", 1.0), ("r_1", "bet", 0.0), ("r_0", "bet", 1.0),
     ]
     assert [t.role for t in ep.turns[:2]] == ["lead", "follower"]
+    assert ep.turns[4].probes == {"bare": [{"role": "user", "content": "r_1: say a digit"}]}
     assert ep.turns[1].messages == [{"role": "user", "content": "call: calls so far ['I call 4']"}]
     assert ep.turns[3].group == {"episode": env.episode_id, "phase": "bet", "role": "follower"}
     assert [t.index for t in ep.turns] == list(range(6)) and all(t.phase_index == 0 for t in ep.turns)
@@ -231,6 +241,14 @@ def test_truncate_mid_phase_by_the_runner() -> None:
     env.truncate("context full")
     assert env.done and env.episode().info == {"truncation": "context full"}
     assert env.episode().rewards == {"r_0": 0.0, "r_1": 0.0, "r_2": 0.0}
+
+
+def test_the_parser_gets_the_seat() -> None:
+    env = RelayGame()
+    env.reset(seed=0)
+    env.step("0")
+    env.step("0")
+    assert env.turns[0].invalid_reason == "a seat may not call its own number" and env.turns[1].valid
 
 
 def test_actions_that_are_not_strings() -> None:
