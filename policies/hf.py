@@ -5,16 +5,15 @@ cache) rather than calling ``model.generate``, for two reasons: the logprob of
 each sampled token is taken from the exact distribution it was sampled from
 (after temperature and top-p) without keeping a ``(batch, steps, vocab)``
 score tensor alive, and sampling uses local ``torch.Generator`` s, so no global
-RNG is touched. With ``per_request_rng`` each request has its OWN
+RNG is touched. With ``per_request_rng`` (the default) each request has its OWN
 generator, seeded from its own seed (:func:`row_seeds`), so a seeded request draws
 the same random numbers whichever other requests share its batch: batched and
 one-at-a-time play agree up to floating-point differences of the batched forward
 pass (padding and batch shape change the logits in the last bits, which can flip
 a draw that falls within that margin of a token boundary). Without it (the
-default for now: ``tests/golden/spy_2steps.json`` was recorded with it), one
-generator seeded from all the batch's seeds serves the batch: a completion is
-reproducible only for the same batch composition, so batched and one-at-a-time
-play agree only with scripted policies. Rows that finish are dropped from the
+behaviour before), one generator seeded from all the batch's seeds serves the
+batch: a completion is reproducible only for the same batch composition, so
+batched and one-at-a-time play agree only with scripted policies. Rows that finish are dropped from the
 batch (their KV cache rows too), so a long straggler does not make the whole
 batch pay for its length.
 
@@ -87,7 +86,7 @@ class HFPolicy:
         decode_attention: str = "eager",
         max_model_len: int | None = None,
         overflow: Overflow = "truncate",
-        per_request_rng: bool = False,
+        per_request_rng: bool = True,
     ):
         if isinstance(model, str):
             model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)

@@ -15,6 +15,11 @@ token ids, parsed action, validity and reward. The same run with today's config
 keys must give the same episodes and every recorded metric within 1e-6. Step 1
 trains the votes (GRPO), step 2 the performing turns (RAE), so both estimators
 and the schedule are covered.
+
+Re-recorded (same command, today's config keys) when the transformers backend moved to
+one sampling generator per request (``HFPolicy(per_request_rng=True)``): every sampled
+completion changed with it, by design. Before that change this run still matched the
+pre-refactor recording above.
 """
 
 from __future__ import annotations
