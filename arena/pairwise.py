@@ -1,6 +1,6 @@
 """``python -m arena.eval pairwise CONFIG``: win rate of a candidate policy against a base, AlpacaEval-style.
 
-    python -m arena.eval pairwise games/lsp/lsp.yaml --set policies.learner.model=runs/lsp \\
+    python -m arena.eval pairwise games/lsp/lsp.yaml --set policies.learner.model=runs/lsp/checkpoints/step_000006 \\
         --candidate learner --base judge --judge judge --limit 100
 
 Both policies answer each held-out instruction (``--data``: a JSONL file of
