@@ -278,6 +278,8 @@ class Sandbox:
             finally:
                 os.close(rfd)
             out, err, limit = _collect(proc, limits, start)
+            if limit is not None:
+                _reap(token)
         result = _classify(proc.returncode, out, err, limit, job["mode"], time.monotonic() - start)
         return dataclasses.replace(result, run_id=token)
 
@@ -287,6 +289,35 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _reap(token: str, within_s: float = 2.0) -> None:
+    """After a kill, make sure no process of the run outlives it.
+
+    Killing ``bwrap`` tears its pid namespace down (the kernel kills every member
+    once the namespace's init dies, and ``--die-with-parent`` signals the child),
+    but asynchronously: the run's python can still be exiting when ``wait()``
+    returns (seen after a 1 GB print). So look for processes carrying the run's
+    token and kill them until none is left.
+    """
+    needle, deadline = token.encode(), time.monotonic() + within_s
+    while True:
+        alive = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if needle in Path(entry.path, "cmdline").read_bytes():
+                        alive.append(int(entry.name))
+                except OSError:
+                    continue
+        if not alive or time.monotonic() > deadline:
+            return
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
 
 
 def _collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> tuple[bytes, bytes, str | None]:
