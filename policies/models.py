@@ -147,19 +147,21 @@ def resolve_model(name: str) -> str:
         return str(target)
     path = Path(name).expanduser()
     if path.is_dir():
-        if (path / "config.json").is_file():
-            return str(path)
-        if (path / "model" / "config.json").is_file():
-            return str(path / "model")
+        # A run folder first: arena.train writes its resolved config.json there too,
+        # which is not a model's config.
         if (path / "checkpoints").is_dir():
             model = newest_checkpoint_model(path)
             if model is None:
                 raise FileNotFoundError(f"run folder {path} has no complete checkpoint (checkpoints/step_*/model/)")
             return str(model)
+        if (path / "config.json").is_file():
+            return str(path)
+        if (path / "model" / "config.json").is_file():
+            return str(path / "model")
         raise FileNotFoundError(
             f"model folder {path} has no config.json (nor model/config.json of a checkpoint, nor checkpoints/ of a run)"
         )
-    if path.suffix or name.startswith((".", "/", "~")):
+    if path.suffix or name.startswith((".", "/", "~")) or (len(path.parts) > 1 and path.parent.is_dir()):
         raise FileNotFoundError(f"model {name!r}: no such folder, and not a built-in ({', '.join(BUILTIN_MODELS)})")
     return name  # a hub id, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"
 

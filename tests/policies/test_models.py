@@ -93,6 +93,19 @@ def test_run_folder_resolves_to_the_newest_complete_checkpoint(tmp_path: Path) -
     assert resolve_model(str(run)) == str(run / "checkpoints" / "step_1000000" / "model")
 
 
+def test_a_run_folder_with_the_trainers_config_json_still_means_its_checkpoint(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path, [4])
+    (run / "config.json").write_text('{"policies": {}}')  # what arena.train writes beside checkpoints/
+    assert resolve_model(str(run)) == str(run / "checkpoints" / "step_000004" / "model")
+
+
+def test_a_missing_folder_under_an_existing_one_is_not_taken_for_a_hub_id(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        resolve_model("runs/no_such_run")
+
+
 def test_run_folder_without_a_complete_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "checkpoints" / ".tmp-step_000001" / "model").mkdir(parents=True)
