@@ -97,7 +97,7 @@ def test_spy_tournament_balances_roles_in_the_played_games(tmp_path: Path, capsy
 @pytest.mark.parametrize(("args", "message"), [
     (["--players", "scripted:rock"], "at least 2 players"),
     (["--players", "scripted:rock", "scripted:nope"], "unknown bot 'nope'"),
-    (["--players", "scripted:rock", "runs/no_such_run"], "no such folder"),
+    (["--players", "scripted:rock", "./runs/no_such_run"], "no such folder"),
     (["--players", "scripted:rock", "scripted:paper", "--anchor", "x"], "--anchor"),
     (["--players", "scripted:rock", "scripted:paper", "--layouts", "[{spy: 1}]"], "--layouts"),
 ])
