@@ -149,7 +149,7 @@ def test_store_reads_a_run_in_progress(tmp_path: Path) -> None:
     make_scripted_run(tmp_path, steps=2, games=2)
     store = RunStore(tmp_path)
     rows = store.rows()
-    assert [r.step for r in rows] == [1, 1, 2, 2] and {r.game for r in rows} == {"spy_v0"}
+    assert [r.step for r in rows] == [1, 1, 2, 2] and {r.game for r in rows} == {"spy_v1"}
     assert all(r.outcome.startswith("won: ") for r in rows)
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"step": 3, "lo')  # a line still being written is not read yet
@@ -354,7 +354,7 @@ def test_cli_binds_loopback_and_prints_its_address(tmp_path: Path, capsys: pytes
             time.sleep(0.05)
         line = capsys.readouterr().out
         assert line.startswith("arena view: http://127.0.0.1:"), line
-        assert "spy_v0" in urllib.request.urlopen(line.split()[2], timeout=10).read().decode()
+        assert "spy_v1" in urllib.request.urlopen(line.split()[2], timeout=10).read().decode()
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -1,4 +1,4 @@
-"""SpyRL: who is the odd one out? (``spy_v0``)
+"""SpyRL: who is the odd one out? (``spy_v1``)
 
 Self-verifiable rewards through information asymmetry, after "From RLVR to
 RLSVR: Task Transformation Induces Self-Verifiable Rewards for Open-Ended LLM
@@ -64,6 +64,10 @@ Deviations from the paper, all deliberate
 
 Version history
     v0: first release.
+    v1: a vote is a plain ASCII index (``\\boxed{-0}``, ``\\boxed{+1}`` and non-ASCII
+        digits are invalid, as the paper's format is an index 0..n-1); the masked
+        span's length rounds exact halves up (float noise made 0.58 * 25 give 14);
+        ``N.A.`` reads as N/A; a whitespace-only ``mask_token`` is a config error.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
     """SpyRL as a PettingZoo AEC environment; see the module docstring."""
 
     metadata: ClassVar[dict[str, Any]] = {
-        "name": "spy_v0",
+        "name": "spy_v1",
         "render_modes": ["ansi", "human"],
         "is_parallelizable": False,
     }
