@@ -20,6 +20,10 @@ Re-recorded (same command, today's config keys) when the transformers backend mo
 one sampling generator per request (``HFPolicy(per_request_rng=True)``): every sampled
 completion changed with it, by design. Before that change this run still matched the
 pre-refactor recording above.
+
+Re-recorded again when SpyRL became ``spy_v1``: an episode id starts with the game's
+versioned name and every request's sampling seed hashes the episode id
+(``arena.runner.request_seed``), so the rename alone changes every sampled completion.
 """
 
 from __future__ import annotations
