@@ -96,6 +96,7 @@ def test_parse_answer_whole_text_then_last_json() -> None:
     assert parse_answer("```\n7\n```") == 7
     assert parse_answer(' "s" ') == "s"
     assert parse_answer('The answer is [1, 2] or rather {"x": 3}.') == {"x": 3}
+    assert parse_answer("first [1] then [2] and last [3]") == [3]
     assert parse_answer("no json") == Invalid(reason="no JSON answer found")
 
 
@@ -122,7 +123,8 @@ def test_probe_verdict_hand_cases() -> None:
     assert probe_verdict([], [0.1000001, 0.1000004], 0.1000012, k=2).consistent is False
     assert probe_verdict([], [0.1000004, 0.1000001], 0.1000012, k=2).consistent is True
     assert probe_verdict([1, 0, 2], [], 0, k=3).v_solve == pytest.approx(2 / 3)  # truthy values count
-    with pytest.raises(ValueError, match="k must be positive"):
+    assert probe_verdict([], [None, 1, 1, 2], 1, k=4) == ProbeVerdict(0.0, "1", True)  # abstentions are skipped
+    with pytest.raises(ValueError, match=r"^k must be positive$"):
         probe_verdict([], [], 0, k=0)
 
 
@@ -149,11 +151,12 @@ def test_curriculum_quotas_ranking_and_fill() -> None:
     # 6 skill wanted, only 4 exist; without fill 4 + 0, with fill the 2 spare go to exploration
     assert curriculum(tasks, 6, 1.0) == [0, 2, 4, 6]
     assert curriculum(tasks, 6, 1.0, fill=True) == [0, 1, 2, 4, 5, 6]
+    assert curriculum(tasks, 5, 1.0, fill=True) == [0, 1, 2, 4, 6]  # one spare: the best exploration task
     assert curriculum(tasks, 6, 0.0, fill=True) == [0, 1, 2, 3, 4, 5]  # 3 exploration + 3 spare to skill
     assert curriculum(tasks, 6, 0.0) == [1, 3, 5]
     assert curriculum(tasks, 0, 0.5) == []
     for m, alpha in ((-1, 0.5), (2, -0.1), (2, 1.1)):
-        with pytest.raises(ValueError, match="need m >= 0"):
+        with pytest.raises(ValueError, match=r"^need m >= 0 and alpha in \[0, 1\]$"):
             curriculum(tasks, m, alpha)
 
 
@@ -273,6 +276,9 @@ def test_co_occurrence_counts_pairs_once() -> None:
     assert lib.graph.edges[a, b, "co_occurs"]["count"] == 2
     assert lib.graph.edges[a, c, "co_occurs"]["count"] == 1 and lib.graph.edges[b, c, "co_occurs"]["count"] == 1
     assert not lib.graph.has_edge(b, a) and not lib.graph.has_edge(a, a)
+    lib.refine(a, _rename(SEEDS[a], "zz_refined"))  # a refined_from edge a -> zz_refined is not a co-occurrence
+    lib.co_occur(["zz_refined", a])
+    assert lib.graph.edges[a, "zz_refined", "co_occurs"]["count"] == 1
 
 
 def _rename(pkg, name):  # noqa: ANN001, ANN202

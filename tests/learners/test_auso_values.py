@@ -225,6 +225,8 @@ def test_distill_selection_and_length_gate() -> None:
     capped = AusoDistill(AusoDistillOptions(length_cap=10, max_capped=0.5), 1.0)
     assert capped._allowed([_sample(n=4), _sample(n=4)]) and not capped._allowed([_sample(n=4), _sample(n=5)])
     assert capped._allowed([_sample(n=10), _sample(n=1)]) is False  # mean 5.5 > 4
+    # by length alone a quarter is capped: the finish reasons decide that part, not distill_allowed's 5%
+    assert capped._allowed([_sample(n=10), _sample(n=1), _sample(n=1), _sample(n=1)])
     assert AusoDistill(AusoDistillOptions(max_capped=0.5), 1.0)._allowed([_sample(finish_reason="length"), _sample()])
     sched = AusoSchedule(boundaries=(0.25, 0.6))
     on = AusoDistill(AusoDistillOptions(schedule=sched), 1.0)
@@ -267,5 +269,20 @@ def test_utilise_action_values_from_the_probe() -> None:
     per_token = topk_jsd(logp, probe_logp, 2)
     assert values[0].item() == pytest.approx(float(per_token[0].mean())) and math.isnan(values[1].item())
     assert term.action_values(batch, logp, {}).isnan().all() and term.action_values(batch, logp, {}).shape == (2,)
+    assert term.action_values(batch, torch.zeros(3, 2, 4), {}).shape == (3,)  # one per row (b), not per token
     wide = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=64), coef=1.0)  # k cut to V - 1 = 3: the full JSD
     assert wide.action_values(batch, logp, {"bare": probe})[0].item() == pytest.approx(float(jsd(logp, probe_logp)[0].mean()))
+
+
+def test_utilise_with_a_probe_index_covering_the_vocabulary() -> None:
+    """A probe that lists every token (V <= topk): k is cut to V - 1 and the last token joins the tail bin."""
+    term = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=64), coef=1.0)
+    logp = LOG(torch.tensor([[[0.1, 0.2, 0.3, 0.4]]], dtype=torch.float64))
+    probe_p = torch.tensor([[[0.5, 0.3, 0.15, 0.05]]], dtype=torch.float64)
+    order = torch.tensor([[[2, 0, 3, 1]]])
+    probe = ProbeDist(index=order, logp=LOG(probe_p), tail=torch.full((1, 1), -math.inf, dtype=torch.float64),
+                      present=torch.tensor([True]))  # fmt: skip
+    batch = SimpleNamespace(completion_mask=torch.ones(1, 1, dtype=torch.float64))
+    value = term.action_values(batch, logp, {"bare": probe})
+    full_q = torch.zeros(4, dtype=torch.float64).scatter(0, order[0, 0], probe_p[0, 0])  # the probe on token ids
+    assert value.item() == pytest.approx(float(jsd(logp[0, 0], LOG(full_q))))
