@@ -1,4 +1,4 @@
-"""arena.league: opponent samplers (pure) and the pool and ratings surviving an interruption and --resume.
+"""arena.league: opponent samplers (pure) and the pool and ratings surviving SIGKILL and --resume.
 
 The training test uses a tiny randomly initialised model with the built-in
 tokenizer (about 1.6M parameters), so it runs the real trainer, runner,
@@ -8,7 +8,11 @@ league and checkpoints in seconds without loading SmolLM2's weights.
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -62,15 +66,18 @@ def tiny_model(tmp_path_factory) -> Path:
     return folder
 
 
+LEAGUE_SETS = [
+    "game.n_players=3", "policies.learner.sampling.max_new_tokens=6",
+    "runner.num_envs=2", "runner.progress=false", "train.games_per_step=2", "train.steps=4",
+    "train.checkpoint_every=1", "train.keep_checkpoints=3", "train.plot=false", "learner.lr=1e-3",
+    "train.league.enabled=true", "train.league.pool_size=1", "train.league.share=0.34",
+    "train.league.sampler=uniform", "train.league.eval_every=2", "train.league.eval_games=3",
+    "train.league.bootstrap=50", "train.league.layouts=[{spy: 0}, {spy: 1}, {spy: 2}]",
+]
+
+
 def league_config(model: Path):
-    return load_config(ROOT / "games/spy/spy.yaml", [
-        f"policies.learner.model={model}", "game.n_players=3", "policies.learner.sampling.max_new_tokens=6",
-        "runner.num_envs=2", "runner.progress=false", "train.games_per_step=2", "train.steps=3",
-        "train.checkpoint_every=1", "train.keep_checkpoints=3", "train.plot=false", "learner.lr=1e-3",
-        "train.league.enabled=true", "train.league.pool_size=1", "train.league.share=0.34",
-        "train.league.sampler=uniform", "train.league.eval_every=3", "train.league.eval_games=3",
-        "train.league.bootstrap=50", "train.league.layouts=[{spy: 0}, {spy: 1}, {spy: 2}]",
-    ])
+    return load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.model={model}", *LEAGUE_SETS])
 
 
 def league_rows(run: Path) -> list[dict]:
@@ -78,45 +85,46 @@ def league_rows(run: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k.startswith("league/") or k == "step"} for r in rows]
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny matmuls on a shared 2-core box run ~4x faster on one thread (measured)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def train_cmd(model: Path, run: Path, *extra: str) -> list[str]:
+    sets = [a for s in [f"policies.learner.model={model}", *LEAGUE_SETS] for a in ("--set", s)]
+    return [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *sets, "--run-dir", str(run), *extra]
 
 
-@pytest.mark.slow  # the real trainer for 6 steps: ~1 min of CPU, several on a loaded box
-def test_pool_and_ratings_survive_an_interruption_and_resume_exactly(tiny_model: Path, tmp_path: Path, one_thread):
-    from arena.trainer import Trainer, seed_everything
+# Tiny matmuls on a shared 2-core box run ~4x faster on one thread (measured).
+ONE_THREAD = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-    cfg = league_config(tiny_model)
-    seed_everything(0)
-    Trainer(cfg, tmp_path / "straight").run()
-    # The interrupted run: stopped after its step-2 checkpoint (checkpoints are atomic, so a kill at
-    # any later moment leaves exactly this), then resumed in a fresh trainer.
-    seed_everything(0)
-    Trainer(cfg, tmp_path / "killed").run(max_steps=2)
-    shutil.rmtree(tmp_path / "killed" / "checkpoints" / "step_000001")  # any kept checkpoint works; use the newest
-    seed_everything(0)
-    Trainer(cfg, tmp_path / "killed", resume=tmp_path / "killed").run()
 
-    def state(run: str) -> dict:
-        return json.loads((tmp_path / run / "checkpoints" / "step_000003" / "league" / "state.json").read_text())
+@pytest.mark.slow  # python -m arena.train three times on a tiny model: ~1 min of CPU
+def test_pool_and_ratings_survive_sigkill_and_resume_exactly(tiny_model: Path, tmp_path: Path):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    subprocess.run(train_cmd(tiny_model, straight), cwd=ROOT, env=ONE_THREAD, check=True, capture_output=True, timeout=600)
 
-    want = state("straight")
-    assert [m["name"] for m in want["members"]] == ["base", "step_000003"]  # pool_size 1 keeps the newest
-    assert [r["step"] for r in want["ratings"]] == [3.0] and set(want["stats"]) <= {"base", "step_000001", "step_000002"}
-    assert state("killed") == want
-    assert league_rows(tmp_path / "killed") == league_rows(tmp_path / "straight")
-    rated = league_rows(tmp_path / "straight")[-1]
+    # Killed as soon as step 2's checkpoint is complete: by then step 3 is under way (rollout,
+    # update, the pool's copy of the new weights or the next checkpoint's write).
+    proc = subprocess.Popen(train_cmd(tiny_model, killed), cwd=ROOT, env=ONE_THREAD,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while not (killed / "checkpoints" / "step_000002" / "state.json").exists():
+        assert proc.poll() is None and time.time() < deadline, "run ended before its second checkpoint"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert league_rows(killed)[-1]["step"] < 4, "killed too late to test anything"
+    subprocess.run(train_cmd(tiny_model, killed, "--resume", str(killed)), cwd=ROOT, env=ONE_THREAD,
+                   check=True, capture_output=True, timeout=600)
+
+    def state(run: Path) -> dict:
+        return json.loads((run / "checkpoints" / "step_000004" / "league" / "state.json").read_text())
+
+    want = state(straight)
+    assert [m["name"] for m in want["members"]] == ["base", "step_000004"]  # pool_size 1 keeps the newest
+    assert [r["step"] for r in want["ratings"]] == [2.0, 4.0]  # step 2's rating was taken before the kill
+    assert state(killed) == want
+    assert league_rows(killed) == league_rows(straight)
+    rated = league_rows(straight)[-1]
     assert rated["league/rating_low"] <= rated["league/rating"] <= rated["league/rating_high"]
-    assert all(r["league/opponent_turns"] > 0 for r in league_rows(tmp_path / "straight"))  # played, counted apart
-    # Members left the pool, but every kept checkpoint still names its own, so their weights stay on disk.
-    pool = sorted(p.name for p in (tmp_path / "straight" / "league" / "pool").iterdir())
-    assert pool == ["step_000001", "step_000002", "step_000003"]
-    # The resumed run dropped checkpoint 1, so step_000001 (named by no kept checkpoint) was deleted.
-    assert sorted(p.name for p in (tmp_path / "killed" / "league" / "pool").iterdir()) == ["step_000002", "step_000003"]
+    assert all(r["league/opponent_turns"] > 0 for r in league_rows(straight))  # played, counted apart
+    # Checkpoints 2-4 are kept, and each names its pool's members, so exactly their weights stay.
+    pool = sorted(p.name for p in (straight / "league" / "pool").iterdir())
+    assert pool == sorted(p.name for p in (killed / "league" / "pool").iterdir())
+    assert "step_000001" not in pool
