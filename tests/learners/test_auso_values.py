@@ -166,8 +166,11 @@ def test_pass_gate_and_utilisation_weights() -> None:
 
 
 def test_internalisation_weights_one_group_no_clip() -> None:
-    jsd_values = torch.tensor([0.0] * 20 + [100.0], dtype=torch.float64, requires_grad=True)
-    c = _reference_centred_tanh([0.0] * 20 + [100.0], [0] * 21, None)
+    # three distinct values and a z-score of 4.3 > 3: a clip of 3 would change the weights
+    values = [0.0] * 17 + [2.0, 5.0, 100.0]
+    jsd_values = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    c = _reference_centred_tanh(values, [0] * 20, None)
+    assert c != pytest.approx(_reference_centred_tanh(values, [0] * 20, 3.0))
     w = internalisation_weights(jsd_values, beta=0.1, ramp=0.5)
     assert not w.requires_grad
     assert w.tolist() == pytest.approx([1 + 0.05 * t for t in c])
@@ -254,6 +257,13 @@ def test_utilise_stage_and_weights_without_a_model() -> None:
     whole = term.action_weights(samples[:3], values[:3], None)  # no progress: w_util = 1
     ref = _reference_centred_tanh([1.0, 2.0, 4.0], [0, 0, 0], 1.0)
     assert whole.tolist() == pytest.approx([1 + 0.3 * 0.75 * t for t in ref], abs=1e-6)
+    # pass rates in the values' dtype: 0.3 is not a float32 number, so a float32 gate would be off by ~1e-8
+    odd = [SimpleNamespace(extras={"group": "g", "pass_rate": 0.3}) for _ in range(3)]
+    got = term.action_weights(odd, torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64), None)
+    same = utilisation_weights(torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64), torch.zeros(3, dtype=torch.long),
+                               torch.full((3,), 0.3, dtype=torch.float64), 1.0, 0.3, 1.0)  # fmt: skip
+    assert got.tolist() == pytest.approx(same.tolist(), rel=1e-13, abs=1e-13)
+    assert got.tolist() == pytest.approx([1 + 0.3 * 4 * 0.3 * 0.7 * t for t in ref], abs=1e-6)
     nogroup = [SimpleNamespace(extras={"pass_rate": 0.5}), SimpleNamespace(extras={"pass_rate": 0.5})]
     assert term.action_weights(nogroup, torch.tensor([1.0, 3.0], dtype=torch.float64), None).tolist() == pytest.approx([0.7, 1.3])
 
