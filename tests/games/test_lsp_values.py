@@ -7,10 +7,13 @@ mutation run (``make mutation``) checks that they do.
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from arena.game import Invalid
 from games.lsp.rules import (
+    _eval,
     arithmetic_reward,
     arithmetic_target,
     challenger_reward,
@@ -88,6 +91,14 @@ def test_arithmetic_target_precedence_and_order() -> None:
     assert arithmetic_target("5 - 8") == -3
     assert arithmetic_target("7*6") == 42 and arithmetic_target("3×4") == 12 and arithmetic_target("3 x 5") == 15
     assert arithmetic_target("1,000 + 2") == 1002
+
+
+def test_the_evaluator_refuses_anything_but_integer_add_sub_mul() -> None:
+    # arithmetic_target's pattern only lets such expressions through; the evaluator still refuses the rest
+    assert _eval(ast.parse("2 + 3 * 4 - 1", mode="eval").body) == 13
+    for expr in ("x", "6 / 3", "2 ** 3", "1.5 + 1", "-(1)"):
+        with pytest.raises(ValueError, match=r"^not integer \+ - \* arithmetic$"):
+            _eval(ast.parse(expr, mode="eval").body)
 
 
 def test_arithmetic_target_limits_and_fallthrough() -> None:
