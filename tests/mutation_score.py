@@ -12,7 +12,16 @@ killed after all is reported so the list stays honest.
     python tests/mutation_score.py --min 90     # exit 1 when a module scores below 90%
 
 Only the functions named in ``SCOPE`` count: of ``arena/game.py``, the phase and
-invalid-output logic.
+invalid-output logic; of ``games/skill_sp/controller.py``, the maths and the library's
+routing, pruning and induction (not its save/load); of ``learners/auso.py``, all but
+``AusoDistill.loss`` (it needs a model's forward pass; ``test_auso_registered.py`` checks
+it against a reference loop with a tiny model, too slow per mutant); of
+``games/household/tasks.py``, the success check and the world-id split.
+
+Module paths after the options restrict the table (and ``--patterns``) to those modules:
+
+    python tests/mutation_score.py --min 90 games/lsp/rules.py learners/auso.py
+    python tests/mutation_score.py --patterns games/lsp/rules.py | xargs -d '\n' mutmut run
 """
 
 from __future__ import annotations
@@ -40,6 +49,27 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "learners/losses.py": ("learners.losses.*",),
     "learners/samples.py": ("learners.samples.*",),
     "learners/schedule.py": ("learners.schedule.*",),
+    "learners/auso.py": tuple(
+        f"learners.auso.{f}__mutmut_*" for f in (
+            "x_smooth", "x_stage_weights", "x_topk_tail", "x_topk_jsd", "x_action_mean", "x_pass_gate", "x__zscore",
+            "x_centred_tanh", "x_utilisation_weights", "x_internalisation_weights", "x_distill_allowed", "x_probe_bins",
+            "xǁAusoDistillǁ__init__", "xǁAusoDistillǁactive_at", "xǁAusoDistillǁ_selected", "xǁAusoDistillǁ_allowed",
+            "xǁAusoUtiliseǁ*",
+        )
+    ),
+    "games/lsp/rules.py": ("games.lsp.rules.*",),
+    "games/skill_sp/rules.py": ("games.skill_sp.rules.*",),
+    "games/skill_sp/controller.py": tuple(
+        f"games.skill_sp.controller.{f}__mutmut_*" for f in (
+            "x_beta_rate", "x_quality", "x_exploration_bonus", "x_routing_weight", "x_proposer_reward", "x_task_shape",
+            "x__words", "x_jaccard", "x_should_prune", "x_weights_table", "xǁSkillStatsǁ*", *(
+                f"xǁSkillLibraryǁ{m}" for m in ("__init__", "_add", "active", "weights", "route", "record", "co_occur",
+                                                "prune", "novelty_problem", "induce", "refine", "next_iteration", "report")
+            ),
+        )
+    ),
+    "games/household/world.py": ("games.household.world.*",),
+    "games/household/tasks.py": ("games.household.tasks.x_satisfied__mutmut_*", "games.household.tasks.x_draw_world_id__mutmut_*"),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
@@ -119,14 +149,22 @@ NO_TESTS = {5, 33}
 TIMEOUT = {24, -24, 36, 152, 255}
 
 
-def patterns() -> list[str]:
-    """Every pattern, for ``mutmut run`` (so only the counted mutants are run)."""
-    return [p for pats in SCOPE.values() for p in pats]
+def _modules(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in SCOPE]
+    if unknown:
+        sys.exit(f"not a covered module: {', '.join(unknown)} (covered: {', '.join(SCOPE)})")
+    return names or list(SCOPE)
 
 
-def results() -> dict[str, dict[str, int | None]]:
+def patterns(modules: list[str] | None = None) -> list[str]:
+    """The patterns of ``modules`` (default all), for ``mutmut run`` (so only the counted mutants are run)."""
+    return [p for m in _modules(modules or []) for p in SCOPE[m]]
+
+
+def results(modules: list[str] | None = None) -> dict[str, dict[str, int | None]]:
     out = {}
-    for module, pats in SCOPE.items():
+    for module in _modules(modules or []):
+        pats = SCOPE[module]
         meta = ROOT / "mutants" / f"{module}.meta"
         codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
         out[module] = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, p) for p in pats)}
@@ -137,10 +175,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--survivors", action="store_true", help="list surviving (and untested) mutants")
     ap.add_argument("--min", type=float, default=None, help="exit 1 when a module's score is below this percent")
+    ap.add_argument("modules", nargs="*", help="only these covered modules (default: all)")
     args = ap.parse_args()
     rows, failing, stray = [], [], []
-    header = f"{'module':26} {'mutants':>7} {'killed':>6} {'survived':>8} {'equiv':>5} {'no test':>7} {'timeout':>7} {'unrun':>5} {'score':>7}"
-    for module, codes in results().items():
+    header = f"{'module':29} {'mutants':>7} {'killed':>6} {'survived':>8} {'equiv':>5} {'no test':>7} {'timeout':>7} {'unrun':>5} {'score':>7}"
+    for module, codes in results(args.modules).items():
         c = Counter()
         for key, code in codes.items():
             if key in EQUIVALENT:
@@ -163,7 +202,7 @@ def main() -> int:
         # A timeout means the mutant hung the tests: detected, so it counts as killed.
         score = 100.0 * (c["killed"] + c["timeout"]) / counted if counted else float("nan")
         rows.append(
-            f"{module:26} {len(codes):7d} {c['killed']:6d} {c['survived']:8d} {c['equiv']:5d} "
+            f"{module:29} {len(codes):7d} {c['killed']:6d} {c['survived']:8d} {c['equiv']:5d} "
             f"{c['no_tests']:7d} {c['timeout']:7d} {c['unrun']:5d} {score:6.1f}%"
         )
         if args.min is not None and not score >= args.min:
@@ -185,6 +224,6 @@ def main() -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--patterns":
-        print("\n".join(patterns()))
+        print("\n".join(patterns(sys.argv[2:])))
         sys.exit(0)
     sys.exit(main())
