@@ -85,7 +85,7 @@ def test_spy_tournament_balances_roles_in_the_played_games(tmp_path: Path, capsy
     out = tmp_path / "spy.json"
     layouts = "[{spy: 0}, {spy: 1}, {spy: 2}, {spy: 3}]"
     assert run(SPY, "--players", *bots, "--games", "20", "--layouts", layouts, "--json", str(out),
-               "--set", "runner.progress=false") == 0
+               "--set", "runner.progress=false", "--set", "game.n_players=4") == 0
     data = json.loads(out.read_text())
     roles = Counter((r["seating"][s], role) for r in data["results"] for s, role in r["roles"].items())
     assert roles == {(b, role): n for b in bots for role, n in (("spy", 4), ("civilian", 12))}

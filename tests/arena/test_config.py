@@ -26,7 +26,7 @@ def _bad_yaml(tmp_path: Path, replace: str, by: str) -> Path:
 def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(ROOT / "games" / "spy" / name)
     assert cfg.game.name == "spy"
-    assert cfg.game.settings.n_players in (4, 5)  # type: ignore[attr-defined]
+    assert cfg.game.settings.n_players in (3, 5)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_shipped_configs_load(name: str) -> None:
     [
         ("  beta: 0.1", "  beta: 0.1\n  betta: 0.2", "game.betta: unknown key"),
         ("  mask_unit: words", "  mask_unit: words\n  mask_ratio: 1.5", "game.mask_ratio: Input should be less than 1 (got 1.5)"),
-        ("n_players: 4", "n_players: 1", "game.n_players: Input should be greater than or equal to 3 (got 1)"),
+        ("n_players: 3", "n_players: 1", "game.n_players: Input should be greater than or equal to 3 (got 1)"),
         ("task: math", "task: poetry", "game.task: Input should be 'summary', 'story' or 'math' (got 'poetry')"),
         ("name: spy", "name: spyy", "game.name: unknown game 'spyy'; known: "),  # the list grows with the games
         ("play:", "plya:", "plya: unknown key"),
@@ -78,7 +78,7 @@ def test_not_yaml_and_missing_file(tmp_path: Path) -> None:
 
 
 def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
-    path = _bad_yaml(tmp_path, "n_players: 4", "n_players: 1")
+    path = _bad_yaml(tmp_path, "n_players: 3", "n_players: 1")
     proc = subprocess.run(
         [sys.executable, "-m", "arena.play", str(path), "--policy", "scripted"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
@@ -98,7 +98,7 @@ def test_policy_table_defaults_and_shorthands() -> None:
     params = load_config(SPY_YAML, ["policies.learner.phase_sampling={vote: {max_new_tokens: 8, stop: [x]}}"])
     spec = params.policies["learner"]
     assert spec.params_for("vote").max_new_tokens == 8 and spec.params_for("vote").stop == ("x",)
-    assert spec.params_for("perform").max_new_tokens == 48 and spec.params_for("perform").stop == ()
+    assert spec.params_for("perform").max_new_tokens == 32 and spec.params_for("perform").stop == ()
     with pytest.raises(ConfigError, match=r"policies.learner.phase_sampling.votes: the game has no phase 'votes'"):
         load_config(SPY_YAML, ["policies.learner.phase_sampling={votes: {max_new_tokens: 8}}"])
     with pytest.raises(ConfigError, match=r"policies.judge.kind: must be one of model, reward_model, scripted, human"):

@@ -82,7 +82,10 @@ def test_views_civilians_unchanged_spy_one_masked_span(seed: int, task: str, uni
         assert masked, "the spy must see a masked span"
 
 
-@given(text=st.text(min_size=1).filter(lambda t: t.strip()), ratio=st.floats(0.01, 0.99), seed=st.integers(0, 2**31))
+# Texts that already hold the mask token are test_spy_values.py's case (the span is read from
+# the view's start and length there); here a mask-token word can only come from the mask.
+@given(text=st.text(min_size=1).filter(lambda t: t.strip() and "\x07" not in t), ratio=st.floats(0.01, 0.99),
+       seed=st.integers(0, 2**31))
 def test_mask_span_is_one_contiguous_run(text: str, ratio: float, seed: int) -> None:
     view = mask_span(text, ratio, np.random.default_rng(seed), "words", "\x07")
     src, out = split_units(text, "words"), split_units(view.text, "words")
