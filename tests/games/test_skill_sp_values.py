@@ -18,6 +18,7 @@ from arena.game_types import Invalid
 from games.skill_sp.controller import (
     EXPLORATION,
     ControllerConfig,
+    _words,
     Outcome,
     SkillLibrary,
     SkillStats,
@@ -31,7 +32,7 @@ from games.skill_sp.controller import (
     task_shape,
     weights_table,
 )
-from games.skill_sp.loader import load_library
+from games.skill_sp.loader import load_library, parse_skill
 from games.skill_sp.rules import (
     ProbeVerdict,
     Proposal,
@@ -251,6 +252,7 @@ def test_weights_route_and_table() -> None:
     share = routed.count(a) / 4000
     assert share == pytest.approx(w[a] / sum(w.values()), abs=0.03)
     assert lib.route(np.random.default_rng(0), 0) == [] and lib.route(np.random.default_rng(0), -1) == []
+    assert len(lib.route(np.random.default_rng(0), 1)) == 1
     expected = np.random.default_rng(5).choice(len(names), size=3, p=np.array(list(w.values())) / sum(w.values()))
     assert lib.route(np.random.default_rng(5), 3) == [names[i] for i in expected]
 
@@ -374,3 +376,11 @@ def test_induce_without_the_sandbox() -> None:
     assert fresh.graph.nodes["roman_numerals"]["iteration"] == 0
     assert fresh.graph.has_edge(EXPLORATION, "roman_numerals", key="induced_from")
     assert fresh.graph.edges[EXPLORATION, "roman_numerals", "induced_from"]["task"] == ""
+
+
+def test_novelty_words_of_a_package() -> None:
+    pkg = parse_skill(NEW_SKILL, NEW_VALIDATORS)
+    assert not isinstance(pkg, Invalid)
+    # description, tags and rules, lower case, words of two or more characters ("a" is not one)
+    assert _words(pkg) == {"convert", "roman", "numerals", "to", "integers", "ask", "for", "the", "integer", "value",
+                           "of", "numeral"}  # fmt: skip

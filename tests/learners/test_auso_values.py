@@ -238,8 +238,8 @@ def test_distill_selection_and_length_gate() -> None:
 
 def test_utilise_stage_and_weights_without_a_model() -> None:
     opts = AusoUtiliseOptions(schedule=AusoSchedule(boundaries=(0.25, 0.6)), beta=0.3, clip=1.0, probe="bare", topk=9)
-    term = AusoUtilise(opts, coef=1.0)
-    assert term.probes == ("bare",) and term.topk == 9 and term.reweights
+    term = AusoUtilise(opts, coef=0.7)
+    assert term.probes == ("bare",) and term.topk == 9 and term.reweights and term.coef == 0.7
     assert term._w_util(None) == 1.0 and term.active_at(None)
     assert term._w_util(Progress(15, 21)) == pytest.approx(0.15625) and term.active_at(Progress(15, 21))
     assert term._w_util(Progress(5, 21)) == 0.0 and not term.active_at(Progress(5, 21))
