@@ -6,7 +6,12 @@ states such as RAE's baselines, the schedule) as JSON, the RNG states, and the
 game's cross-episode state as readable files in ``game_state/``. Because the folder only gets its final
 name once everything is on disk, a run killed at any moment leaves either the
 previous checkpoints or a complete new one, never a half-written one; stray
-temporary folders are removed at the next save.
+temporary folders are removed at the next save. Files and folders are fsynced
+before the rename and the ``checkpoints/`` folder after it. Folders that go
+(pruned by ``keep``, or replaced by a new save of the same step) are renamed to a
+temporary name before they are deleted, so no reader ever finds one half-deleted.
+A failed write (a full disk) removes its temporary folder and stops the run with
+one line (:class:`CheckpointWriteError`); the earlier checkpoints stay as they were.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from arena.config import RunStopped
 
 _STEP = re.compile(r"^step_(\d{6,})$")
 TMP_PREFIX = ".tmp-"
@@ -48,36 +55,93 @@ def save_checkpoint(
     extra: dict[str, Callable[[Path], None]] | None = None,
 ) -> Path:
     """Write ``checkpoints/step_NNNNNN`` atomically. ``extra`` maps subfolder names to
-    writers (a game's cross-episode state writes its readable files this way)."""
+    writers (a game's cross-episode state writes its readable files this way).
+
+    A write that fails (a full disk, a file-size limit) removes its temporary folder and
+    raises :class:`CheckpointWriteError`, one line; the checkpoints already there are untouched.
+    """
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     for stray in root.glob(f"{TMP_PREFIX}*"):
         shutil.rmtree(stray, ignore_errors=True)
     final = root / f"step_{step:06d}"
     tmp = root / f"{TMP_PREFIX}step_{step:06d}"
-    tmp.mkdir()
-    model.save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    torch.save(optimizer_state, tmp / "optimizer.pt")
-    torch.save(rng_state(), tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
-    for name, write in (extra or {}).items():
-        (tmp / name).mkdir()
-        write(tmp / name)
-    _fsync_tree(tmp)
-    if final.exists():
-        shutil.rmtree(final)
+    try:
+        tmp.mkdir()
+        model.save_pretrained(tmp / "model")
+        tokenizer.save_pretrained(tmp / "model")
+        torch.save(optimizer_state, tmp / "optimizer.pt")
+        torch.save(rng_state(), tmp / "rng.pt")
+        (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
+        for name, write in (extra or {}).items():
+            (tmp / name).mkdir()
+            write(tmp / name)
+        _fsync_tree(tmp)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _is_write_error(e):
+            raise
+        raise CheckpointWriteError(_write_error_line(root, final, e)) from e
+    if final.exists():  # the same step again (a resume from an older checkpoint): swap, never delete in place
+        _discard(final, root)
     os.rename(tmp, final)
+    _fsync_dir(root)
     for old in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        _discard(old, root)
     return final
 
 
+class CheckpointWriteError(RunStopped):
+    """Writing a checkpoint failed on the file system (disk full, file-size limit, quota)."""
+
+
+# Failures of the file system as the writers report them: OSError (json, pathlib), torch.save's
+# RuntimeError ("file write failed"), safetensors' SafetensorError ("IoError(... StorageFull ...)").
+_WRITE_FAILURES = ("No space left", "StorageFull", "file write failed", "File too large", "FileTooLarge",
+                   "Disk quota", "QuotaExceeded", "IoError")
+
+
+def _is_write_error(err: BaseException) -> bool:
+    return isinstance(err, OSError) or any(s in str(err) for s in _WRITE_FAILURES)
+
+
+def _write_error_line(root: Path, final: Path, err: BaseException) -> str:
+    try:
+        free = f"{shutil.disk_usage(root).free / 2**20:.1f} MB free there"
+    except OSError:
+        free = "free space unknown"
+    cause = " ".join(str(err).split())[:200] or type(err).__name__
+    done = list_checkpoints(root.parent)
+    kept = f"the newest complete checkpoint, {done[-1].name}, is intact" if done else "no earlier checkpoint exists"
+    return (f"checkpoint: writing {final} failed ({cause}; {free}); the partial copy was removed and {kept}; "
+            "free disk space, then continue with --resume")
+
+
+def _discard(folder: Path, root: Path) -> None:
+    """Remove a checkpoint folder so that it is never seen half-deleted: rename it to a temporary
+    name first (one atomic step), then delete; a kill in between leaves a stray that the next save removes."""
+    doomed = root / f"{TMP_PREFIX}old-{folder.name}"
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.rename(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_tree(folder: Path) -> None:
+    """Flush every file, then every folder's entries, so the rename publishes data that is on disk."""
     for path in folder.rglob("*"):
         if path.is_file():
             with open(path, "rb") as f:
                 os.fsync(f.fileno())
+    for path in [*(p for p in folder.rglob("*") if p.is_dir()), folder]:
+        _fsync_dir(path)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from arena.registry import UnknownName, game_class
 from learners.config import JointConfig, LearnerConfig, ScheduleConfig
@@ -25,6 +25,11 @@ from policies.base import SamplingParams
 
 class ConfigError(ValueError):
     """A bad configuration; ``str(err)`` is one line for the user."""
+
+
+class RunStopped(RuntimeError):
+    """A run that cannot go on (stale generator weights, a full disk); ``str(err)`` is one line.
+    The CLIs print it and exit with code 1, no traceback."""
 
 
 class GameSection(BaseModel):
@@ -247,6 +252,25 @@ class TrainConfig(BaseModel):
         "(gzip JSONL, read by python -m arena.view).",
     )
     episodes_max_mb: float = Field(default=200.0, gt=0, description="Stop saving episodes once <run_dir>/episodes/ holds this many MB.")
+    sync_canary_max_gap: float | Literal["auto"] | None = Field(
+        default="auto", description="After every weight sync the generator and the learner score the same "
+        "completions; a mean |logprob| gap (nats/token) above this stops the run as stale weights. auto: 1e-3 for "
+        "float32 generators, 0.3 for bfloat16/float16 (measured, arena/canary.py); null: off.",
+    )
+    sync_canary_samples: int = Field(default=4, ge=1, description="Completions the weight-sync canary scores.")
+
+    @field_validator("sync_canary_max_gap", mode="before")
+    @classmethod
+    def _canary_bound(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        try:
+            bound = float(value)
+        except (TypeError, ValueError):
+            bound = float("nan")
+        if not bound > 0:
+            raise ValueError("must be a positive number of nats per token, 'auto' or null (off)")
+        return bound
 
 
 class PlaySection(BaseModel):

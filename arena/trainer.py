@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from arena.canary import auto_max_gap, canary_samples, check_gap, sync_gap
 from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, save_checkpoint, set_rng_state
 from arena.config import ArenaConfig, ConfigError, ModelPolicySpec
 from arena.runner import EpisodeSpec
@@ -85,6 +86,8 @@ class Trainer:
 
             learner_cfg = learner_cfg.model_copy(update={"autocast_bf16": fast_bf16(learner_cfg.device)})
         self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref)
+        bound = cfg.train.sync_canary_max_gap
+        self.canary_max_gap = auto_max_gap(spec.resolved_dtype) if bound == "auto" else bound
         self.estimator_states = EstimatorStates(cfg.learner.estimators)
         self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
         env = self.probe_env = cfg.game.make_env()  # also computes the game's step metrics
@@ -99,7 +102,11 @@ class Trainer:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
         if resume is not None:
-            self._restore(find_checkpoint(resume))
+            try:
+                checkpoint = find_checkpoint(resume)
+            except FileNotFoundError as e:  # killed before its first checkpoint: nothing to continue
+                raise ConfigError(f"--resume: {e}; start the run again without --resume") from None
+            self._restore(checkpoint)
         elif self.metrics_path.exists():
             self.metrics_path.unlink()
         (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
@@ -166,6 +173,7 @@ class Trainer:
             print(f"step {step}: trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning "
                   "signal; check seats, learner.estimators and drop_zero_variance)", file=sys.stderr)
         self.sync_weights()
+        canary = self.sync_canary(episodes)
         t2 = time.perf_counter()
         summary = episode_summary(episodes)
         summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
@@ -177,6 +185,7 @@ class Trainer:
         row.update(summary)
         row.update(sample_stats)
         row.update(learn_stats)
+        row.update(canary)
         row.update(self.estimator_states.metrics())
         row.update({f"state/{k}": v for k, v in state_stats.items()})
         row.update(self.league.after_step(step, episodes) if self.league else {})
@@ -185,7 +194,10 @@ class Trainer:
             "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(t1 - t0, 1e-9),
         })
         self._log(row, episodes)
+        if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
+            check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)
         return row
+
     def _tokenize_probes(self, episodes: Sequence[Episode]) -> None:
         """Token ids of the probe prompts games attached to trainable turns (for objective terms)."""
         from policies.base import chat_prompt_ids
@@ -212,6 +224,13 @@ class Trainer:
             return
         with torch.no_grad():
             gen_model.load_state_dict(state)
+
+    def sync_canary(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """After the sync, generator and learner score a few of the step's completions (arena/canary.py)."""
+        if self.canary_max_gap is None or getattr(self.generator, "model", None) is self.learner.module:
+            return {}  # off, or nothing was synced: the generator runs on the learner's own model
+        picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)
+        return {"sync/canary_gap": sync_gap(self.generator, self.learner, picked)} if picked else {}
 
     # -------------------------------------------------------------- logging
     def _log(self, row: dict[str, Any], episodes: Sequence[Episode]) -> None:
@@ -261,8 +280,16 @@ class Trainer:
         self.step = int(state["step"])
         self.sync_weights()
         if self.metrics_path.exists():  # drop rows written after the checkpoint
-            kept = [line for line in self.metrics_path.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
+            kept = [line for line in self.metrics_path.read_text().splitlines() if line and _row_step(line) <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
+
+
+def _row_step(line: str) -> float:
+    """The step of a metrics.jsonl line; a line cut short (a kill or a full disk mid-write) counts as after any step."""
+    try:
+        return float(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return math.inf
 
 
 def resolved_config(cfg: ArenaConfig) -> dict[str, Any]:

@@ -186,6 +186,14 @@ class Learner:
         )
         return stats
 
+    @torch.no_grad()
+    def score(self, samples: Sequence[Sample], temperature: float = 1.0) -> list[list[float]]:
+        """Teacher-forced logprobs of each sample's completion under the current weights, in
+        float32 (no autocast) at ``temperature``: the learner's side of the weight-sync canary."""
+        mb = collate(samples, list(range(len(samples))), self.pad_id, self.device)
+        logp = completion_logprobs(self._forward_model(), mb, temperature)
+        return [logp[r, : len(s.completion_ids)].tolist() for r, s in enumerate(samples)]
+
     def _reweight(
         self, samples: Sequence[Sample], micro: list[MicroBatch], probes: list[dict[str, ProbeDist]], progress: Progress | None
     ) -> dict[str, float]:

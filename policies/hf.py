@@ -273,6 +273,7 @@ class HFPolicy:
     def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
         """Teacher-forced logprobs of ``completion_ids`` under the same sampling transform."""
         ids = torch.tensor([prompt_ids + completion_ids], device=self.device)
-        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
+        # Only the completion's positions: the prompt's logits would be (prompt, vocab), most of the cost.
+        logits = self.model(input_ids=ids, logits_to_keep=len(completion_ids) + 1).logits[0, :-1]
         logp = sampling_logprobs(logits, params)
         return logp.gather(-1, torch.tensor(completion_ids, device=self.device)[:, None]).squeeze(-1).tolist()

