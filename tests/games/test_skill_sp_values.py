@@ -384,3 +384,12 @@ def test_novelty_words_of_a_package() -> None:
     # description, tags and rules, lower case, words of two or more characters ("a" is not one)
     assert _words(pkg) == {"convert", "roman", "numerals", "to", "integers", "ask", "for", "the", "integer", "value",
                            "of", "numeral"}  # fmt: skip
+
+
+def test_a_new_library_graph() -> None:
+    lib = _library()
+    assert dict(lib.graph.nodes[EXPLORATION]) == {"status": "stream", "origin": "stream", "iteration": 0}
+    for name in SEEDS:
+        assert dict(lib.graph.nodes[name]) == {"status": "active", "origin": "seed", "iteration": 0}
+    assert lib.iteration == 0 and lib.graph.number_of_edges() == 0 and lib.config is CFG
+    assert SkillLibrary().config == ControllerConfig() and list(SkillLibrary().graph.nodes) == [EXPLORATION]
