@@ -210,6 +210,14 @@ def test_generate_small_cases_by_hand() -> None:
     assert order == sorted(order)
 
 
+def test_generate_orders_objects_by_place_kind_then_name() -> None:
+    w = generate("kitchen", np.random.default_rng(3), receptacles=(1, 1), objects=(12, 12),
+                 must_have=("mug",) + ("apple",) * 11, must_receptacles=("cabinet",))  # fmt: skip
+    assert w.room == "kitchen" and w.receptacles == ("cabinet 1",)
+    names = [f"apple {i}" for i in range(1, 12)]
+    assert list(w.where) == sorted(names) + ["mug 1"]  # by name as text: "apple 10" before "apple 2"
+
+
 @pytest.mark.parametrize("room", sorted(ROOMS))
 def test_generate_guarantees(room: str) -> None:
     sizes_r, sizes_o = set(), set()
@@ -227,7 +235,7 @@ def test_generate_guarantees(room: str) -> None:
         assert all(ns == set(range(1, len(ns) + 1)) for ns in numbers.values())  # numbered 1..count per kind
         order = [(w.receptacles.index(r), kind(o), o) for o, r in w.where.items()]
         assert order == sorted(order)
-        assert (w.location, w.holding, w.opened, w.states) == (None, None, set(), {})
+        assert (w.room, w.location, w.holding, w.opened, w.states) == (room, None, None, set(), {})
         assert all(not w.accessible(r) for r in w.receptacles if kind(r) in OPENABLE)
     assert sizes_o == {2, 3, 4}
     assert {3, 4, 5} <= sizes_r <= {3, 4, 5, 6}  # a sixth only when all five drawn were appliances
