@@ -25,3 +25,13 @@ def smol_fp32():
     from policies.hf import HFPolicy
 
     return HFPolicy("smollm2-135m", dtype="float32", max_batch_size=16, name="smol-fp32")
+
+
+@pytest.fixture(scope="session")
+def zygote():
+    """Forks real ``arena.train`` processes without paying their imports each time (tests/forked_runs.py)."""
+    from forked_runs import Zygote
+
+    z = Zygote()
+    yield z
+    z.close()

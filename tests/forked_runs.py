@@ -8,9 +8,10 @@ write included. Forking skips the ~4 s of imports each fresh interpreter pays on
 machine, which is what lets the chaos tests kill a run many times within their budget.
 
 Protocol (one run at a time): the test writes a JSON line ``{"argv": [...], "log": PATH,
-"fsize": BYTES|null}``; the zygote answers ``pid N`` when the child starts and ``rc N``
+"fsize": BYTES|null, "stale": BOOL}``; the zygote answers ``pid N`` when the child starts and ``rc N``
 when it ends (``-9`` for SIGKILL). ``fsize`` caps the size of any file the child writes
-(``RLIMIT_FSIZE``; Python ignores SIGXFSZ, so writes fail with EFBIG).
+(``RLIMIT_FSIZE``; Python ignores SIGXFSZ, so writes fail with EFBIG). ``stale`` plants the
+fault the weight-sync canary must catch: ``Trainer.sync_weights`` does nothing in that child.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ class Zygote:
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode()
 
-    def start(self, argv: list[str], log: Path, fsize: int | None = None) -> int:
-        msg = json.dumps({"argv": argv, "log": str(log), "fsize": fsize}) + "\n"
+    def start(self, argv: list[str], log: Path, fsize: int | None = None, stale: bool = False) -> int:
+        msg = json.dumps({"argv": argv, "log": str(log), "fsize": fsize, "stale": stale}) + "\n"
         self.proc.stdin.write(msg.encode())  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
         line = self._line(60)
@@ -82,8 +83,8 @@ class Zygote:
         assert rc is not None
         return rc
 
-    def run(self, argv: list[str], log: Path, timeout: float = 600, fsize: int | None = None) -> int:
-        self.start(argv, log, fsize)
+    def run(self, argv: list[str], log: Path, timeout: float = 600, fsize: int | None = None, stale: bool = False) -> int:
+        self.start(argv, log, fsize, stale)
         rc = self.wait(timeout)
         assert rc is not None, f"run did not finish in {timeout} s"
         return rc
@@ -95,7 +96,7 @@ class Zygote:
         self.proc.wait(30)
 
 
-def _child(argv: list[str], log: str, fsize: int | None) -> None:
+def _child(argv: list[str], log: str, fsize: int | None, stale: bool) -> None:
     code = 1
     try:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -108,6 +109,11 @@ def _child(argv: list[str], log: str, fsize: int | None) -> None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         from arena.cli import run_cli
         from arena.train import main
+
+        if stale:  # the learner updates, the generator never hears of it
+            import arena.trainer
+
+            arena.trainer.Trainer.sync_weights = lambda self: None  # type: ignore[method-assign]
 
         try:
             run_cli(lambda: main(argv))
@@ -145,7 +151,7 @@ def zygote() -> None:
         pid = os.fork()
         if pid == 0:
             out.close()
-            _child(job["argv"], job["log"], job["fsize"])
+            _child(job["argv"], job["log"], job["fsize"], job.get("stale", False))
         out.write(f"pid {pid}\n")
         out.flush()
         _, status = os.waitpid(pid, 0)

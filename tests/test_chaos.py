@@ -32,7 +32,7 @@ import pytest
 
 from arena.checkpoint import TMP_PREFIX, find_checkpoint, list_checkpoints, load_state
 from arena.trainer import TIMING_KEYS
-from forked_runs import Zygote, digit_model
+from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
 
 pytestmark = pytest.mark.chaos
@@ -48,13 +48,6 @@ SETS = [
 @pytest.fixture(scope="module")
 def digits(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     return digit_model(tiny_model, tmp_path_factory.mktemp("digits") / "model")
-
-
-@pytest.fixture(scope="module")
-def zygote():
-    z = Zygote()
-    yield z
-    z.close()
 
 
 def argv(model: Path, run: Path, *extra: str) -> list[str]:
