@@ -255,7 +255,7 @@ class TrainConfig(BaseModel):
     sync_canary_max_gap: float | Literal["auto"] | None = Field(
         default="auto", description="After every weight sync the generator and the learner score the same "
         "completions; a mean |logprob| gap (nats/token) above this stops the run as stale weights. auto: 1e-3 for "
-        "float32 generators, 0.3 for bfloat16/float16 (measured, arena/canary.py); null: off.",
+        "float32 generators, 0.15 for bfloat16/float16 (measured, arena/canary.py); null: off.",
     )
     sync_canary_samples: int = Field(default=4, ge=1, description="Completions the weight-sync canary scores.")
 
