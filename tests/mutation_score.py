@@ -207,6 +207,12 @@ EQUIVALENT: set[str] = {
     "learners.auso.x_action_mean__mutmut_8",
     # float("-inf") -> float("-INF"): the same value.
     "learners.auso.x_probe_bins__mutmut_38",
+    "learners.auso.x_topk_tail__mutmut_40",
+    # q.topk(k, dim=-1) -> q.topk(k): the default dimension is -1.
+    "learners.auso.x_topk_tail__mutmut_14",
+    # _zscore: n_groups + 2, or 1 group for an empty batch: the extra group is never indexed.
+    "learners.auso.x__zscore__mutmut_6",
+    "learners.auso.x__zscore__mutmut_7",
     # AusoUtilise.action_weights: a present sample without extras["group"] gets the key "" (None ->
     # "None", "XXXX"): all such samples share one key either way (groups are episode ids).
     "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_12",

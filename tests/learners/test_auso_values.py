@@ -150,6 +150,10 @@ def test_centred_tanh_against_a_reference_with_a_binding_clip() -> None:
     assert centred_tanh(torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.long)).shape == (0,)
     tiny = torch.tensor([1.0, 1.0 + 1e-9], dtype=torch.float64)  # spread below eps: all 0
     assert centred_tanh(tiny, torch.zeros(2, dtype=torch.long)).tolist() == [0.0, 0.0]
+    edge = torch.tensor([0.0, 2e-8], dtype=torch.float64)  # std exactly eps = 1e-8: still no spread
+    assert centred_tanh(edge, torch.zeros(2, dtype=torch.long)).tolist() == [0.0, 0.0]
+    above = torch.tensor([0.0, 2.0000000000000004e-08], dtype=torch.float64)  # one ulp above
+    assert centred_tanh(above, torch.zeros(2, dtype=torch.long)).tolist() == [-1.0, 1.0]
 
 
 def test_pass_gate_and_utilisation_weights() -> None:
@@ -163,6 +167,14 @@ def test_pass_gate_and_utilisation_weights() -> None:
     d = utilisation_weights(x, groups, rates, w_util=0.5)  # beta 0.2, clip 3
     m3 = _reference_centred_tanh(X, GROUPS, 3.0)
     assert d.tolist() == pytest.approx([1 + 0.2 * 0.5 * 4 * r * (1 - r) * mi for r, mi in zip(rates.tolist(), m3, strict=True)], abs=1e-6)
+
+
+def test_utilisation_default_clip_is_three() -> None:
+    values = [0.0] * 17 + [2.0, 5.0, 100.0]  # the z-score of 100 is 4.3: clips of 3 and 4 differ
+    w = utilisation_weights(torch.tensor(values, dtype=torch.float64), torch.zeros(20, dtype=torch.long),
+                            torch.full((20,), 0.5, dtype=torch.float64), w_util=1.0)  # fmt: skip
+    assert w.tolist() == pytest.approx([1 + 0.2 * t for t in _reference_centred_tanh(values, [0] * 20, 3.0)], abs=1e-9)
+    assert w.tolist() != pytest.approx([1 + 0.2 * t for t in _reference_centred_tanh(values, [0] * 20, 4.0)], abs=1e-9)
 
 
 def test_internalisation_weights_one_group_no_clip() -> None:
