@@ -208,6 +208,9 @@ EQUIVALENT: set[str] = {
     # float("-inf") -> float("-INF"): the same value.
     "learners.auso.x_probe_bins__mutmut_38",
     "learners.auso.x_topk_tail__mutmut_40",
+    # centred_tanh: top > eps -> top >= eps: top is the largest |m| of tanh values of z-scores with
+    # standard deviation 1 (then top is far above eps) or all 0 (spread below eps), never near eps.
+    "learners.auso.x_centred_tanh__mutmut_68",
     # q.topk(k, dim=-1) -> q.topk(k): the default dimension is -1.
     "learners.auso.x_topk_tail__mutmut_14",
     # _zscore: n_groups + 2, or 1 group for an empty batch: the extra group is never indexed.

@@ -129,6 +129,7 @@ def _reference_centred_tanh(x: list[float], groups: list[int], clip: float | Non
 
 
 X = [1.0, 2.0, 4.0, 3.0, 3.0, 0.5, 10.0, 0.0, 0.0, 0.0]
+big_values = [0.0] * 17 + [2.0, 5.0, 100.0]  # the z-score of 100 is 4.3: clips of 3 and 4 differ
 GROUPS = [2, 2, 2, 0, 0, 3, 4, 4, 4, 4]  # group 1 is empty, group 3 a single action, group 0 all equal
 
 
@@ -150,6 +151,13 @@ def test_centred_tanh_against_a_reference_with_a_binding_clip() -> None:
     assert centred_tanh(torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.long)).shape == (0,)
     tiny = torch.tensor([1.0, 1.0 + 1e-9], dtype=torch.float64)  # spread below eps: all 0
     assert centred_tanh(tiny, torch.zeros(2, dtype=torch.long)).tolist() == [0.0, 0.0]
+    small = torch.tensor([0.0, 1.2e-8, 3.6e-8], dtype=torch.float64)  # std 1.5e-8, near eps: z = d / (std + eps)
+    d = small - small.mean()
+    z = d / (d.pow(2).mean().sqrt() + 1e-8)
+    m = torch.tanh(z) - torch.tanh(z).mean()
+    assert centred_tanh(small, torch.zeros(3, dtype=torch.long)).tolist() == pytest.approx((m / m.abs().max()).tolist())
+    assert centred_tanh(torch.tensor(big_values, dtype=torch.float64), torch.zeros(20, dtype=torch.long)).tolist() == \
+        pytest.approx(_reference_centred_tanh(big_values, [0] * 20, 3.0))  # the default clip is 3
     edge = torch.tensor([0.0, 2e-8], dtype=torch.float64)  # std exactly eps = 1e-8: still no spread
     assert centred_tanh(edge, torch.zeros(2, dtype=torch.long)).tolist() == [0.0, 0.0]
     above = torch.tensor([0.0, 2.0000000000000004e-08], dtype=torch.float64)  # one ulp above
