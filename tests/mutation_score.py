@@ -233,7 +233,7 @@ EQUIVALENT: set[str] = {
 
 #: Mutants that only a test needing the bubblewrap sandbox can reach (it costs seconds per
 #: mutant, so the mutation run leaves those tests out): not equivalent, not counted, listed
-#: in bench/MUTATION.md. tests/games/test_skill_sp_controller.py's sandbox test covers this code.
+#: in bench/MUTATION.md. tests/games/test_skill_sp_controller.py's sandbox test exercises this code.
 SANDBOX_ONLY: set[str] = {
     # SkillLibrary.induce with a pool: the loop over the sandbox's verdicts on the package's own examples.
     *(f"games.skill_sp.controller.xǁSkillLibraryǁinduce__mutmut_{i}" for i in range(12, 20)),
