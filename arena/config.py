@@ -257,7 +257,10 @@ class TrainConfig(BaseModel):
         "completions; a mean |logprob| gap (nats/token) above this stops the run as stale weights. auto: 1e-3 for "
         "float32 generators, 0.15 for bfloat16/float16 (measured, arena/canary.py); null: off.",
     )
-    sync_canary_samples: int = Field(default=4, ge=1, description="Completions the weight-sync canary scores.")
+    sync_canary_samples: int = Field(
+        default=2, ge=1, description="Completions the weight-sync canary scores (the step's shortest trainable "
+        "turns; each costs a forward pass on both sides: about 10 s a sample for the built-in model on 2 CPU cores).",
+    )
 
     @field_validator("sync_canary_max_gap", mode="before")
     @classmethod

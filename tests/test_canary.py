@@ -53,15 +53,17 @@ def test_auto_bound_follows_the_generator_dtype_and_the_config_checks_it() -> No
         load_config(ROOT / "games/spy/spy.yaml", ["train.sync_canary_max_gap=0"])
 
 
-def test_canary_takes_the_first_completions_of_the_trainable_policy() -> None:
-    def turn(i: int, policy: str, ids: list[int]) -> Turn:
+def test_canary_takes_the_shortest_completions_of_the_trainable_policy() -> None:
+    def turn(i: int, policy: str, ids: list[int], prompt: int = 2) -> Turn:
         return Turn(index=i, seat=f"s{i}", role="r", phase="p", messages=[], completion="x", policy=policy,
-                    prompt_ids=[1, 2], completion_ids=ids)
+                    prompt_ids=list(range(prompt)), completion_ids=ids)
 
     eps = [Episode(episode_id="a", game="g", turns=[turn(0, "frozen", [5]), turn(1, "learner", []), turn(2, "learner", [7])]),
-           Episode(episode_id="b", game="g", turns=[turn(0, "learner", [8, 9]), turn(1, "learner", [10])])]
-    assert [s.completion_ids for s in canary_samples(eps, "learner", 2)] == [[7], [8, 9]]
-    assert [s.completion_ids for s in canary_samples(eps, "learner", 9)] == [[7], [8, 9], [10]]
+           Episode(episode_id="b", game="g", turns=[turn(0, "learner", [8, 9]), turn(1, "learner", [10], prompt=9),
+                                                    turn(2, "learner", [11])])]
+    assert [s.completion_ids for s in canary_samples(eps, "learner", 2)] == [[7], [11]]  # 3 tokens each; ties: first
+    assert [s.completion_ids for s in canary_samples(eps, "learner", 3)] == [[7], [8, 9], [11]]  # in episode order
+    assert [s.completion_ids for s in canary_samples(eps, "learner", 9)] == [[7], [8, 9], [10], [11]]
 
 
 @pytest.fixture(scope="module")
