@@ -8,13 +8,13 @@ the weights and the optimizer state that a resume must restore. They are forked 
 zygote that has already imported torch and transformers (tests/forked_runs.py), so
 a kill costs the run's own time, not 4+ s of imports.
 
-How many kills: the issue asks for 20. Each random kill costs on average half an
-uninterrupted run (the delay is drawn uniformly over one run's duration), about
-4-5 s on 2 idle cores, so 20 would take 90 s for this test alone. :data:`KILLS` = 10
-(one timed to land inside a checkpoint write, nine at random) keeps the file near
-60 s while about a third of the random kills still land inside a checkpoint write
-(writing takes about that share of a run with a checkpoint every step; the count
-is printed with ``-s``). The kill times come from a seeded generator, but where
+How many kills: 20, as issue #16 asks (one timed to land inside a checkpoint write,
+nineteen at random). Each random kill costs on average half an uninterrupted run (the
+delay is drawn uniformly over one run's duration), about 4-5 s on 2 idle cores, so
+about 90 s in all; tests/test_train.py's SIGKILL test on the built-in model (about
+270 s, one kill at a fixed moment) was retired to pay for it. About a third of the
+random kills land inside a checkpoint write (writing takes about that share of a run
+with a checkpoint every step; the count is printed with ``-s``). The kill times come from a seeded generator, but where
 they land depends on the machine's speed, so each run of the suite probes
 different moments.
 """
@@ -37,7 +37,7 @@ from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random
 
 pytestmark = pytest.mark.chaos
 
-KILLS = 10
+KILLS = 20
 STEPS = 4
 SETS = [
     "policies.learner.sampling.max_new_tokens=4", "game.max_bid=10000", "train.games_per_step=2", f"train.steps={STEPS}",

@@ -1,10 +1,14 @@
-"""python -m arena.train end to end on the built-in model (slow): resume after SIGKILL is exact."""
+"""python -m arena.train end to end (slow): bad --set fails before any model loads; the vLLM backend trains.
+
+Resume after SIGKILL is tested in tests/test_chaos.py (20 kills at random moments and
+inside checkpoint writes, on a tiny model) and tests/test_league.py (the league's pool
+and ratings); this file's own built-in-model kill test (one kill, about 270 s of the
+suite) was retired for them.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,43 +28,9 @@ TINY = [
 pytestmark = pytest.mark.slow
 
 
-def _cmd(run_dir: Path, *extra: str) -> list[str]:
-    sets = [arg for item in TINY for arg in ("--set", item)]
-    return [sys.executable, "-m", "arena.train", "games/spy/spy.yaml", *sets, "--run-dir", str(run_dir), *extra]
-
-
 def _metrics(run_dir: Path) -> list[dict]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
-
-
-def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    straight = tmp_path / "straight"
-    subprocess.run(_cmd(straight), cwd=ROOT, check=True, capture_output=True, timeout=900)
-    expected = _metrics(straight)
-    assert [r["step"] for r in expected] == [1, 2, 3, 4]
-
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(killed), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 600
-    while not (killed / "checkpoints" / "step_000002").exists():
-        assert proc.poll() is None and time.time() < deadline, "run ended before its second checkpoint"
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    for ckpt in (killed / "checkpoints").glob("step_*"):
-        assert (ckpt / "state.json").is_file() and (ckpt / "model" / "config.json").is_file()
-
-    subprocess.run(_cmd(killed, "--resume", str(killed)), cwd=ROOT, check=True, capture_output=True, timeout=900)
-    resumed = _metrics(killed)
-    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
-    for want, got in zip(expected[2:], resumed[2:], strict=True):
-        assert got.keys() == want.keys()
-        for key in want:
-            if isinstance(want[key], float):
-                assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-7), key
-            else:
-                assert got[key] == want[key], key
 
 
 def test_bad_set_fails_before_any_model_loads(tmp_path: Path) -> None:
