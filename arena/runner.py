@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.game import GameState, LLMGame
-from arena.types import Episode
+from arena.types import ChatMessage, Episode
 from policies.base import Completion, Policy, Request, SamplingParams
 
 #: (policy name, phase) -> sampling settings.
@@ -85,6 +85,18 @@ def build_request(env: LLMGame, seat: str, params: SamplingParams) -> Request:
         seat=seat,
         observation=env.observe(seat),
     )
+
+
+def generate_texts(
+    policy: Policy, chats: Sequence[list[ChatMessage]], *, temperature: float, max_new_tokens: int, seed: int,
+    seat: str = "",
+) -> list[str]:
+    """One batched ``generate`` call outside a game, for a game state's own model calls (Skill-SP's
+    library evolution): chat ``i`` is request ``i``, seeded ``seed + i``; returns the texts in order.
+    Games reach a model only through this, never through ``policies`` (the layer rule)."""
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    requests = [Request(messages=list(m), params=params, seed=seed + i, seat=seat) for i, m in enumerate(chats)]
+    return [c.text for c in policy.generate(requests)]
 
 
 def apply_completion(env: LLMGame, completion: Completion, policy_name: str) -> None:

@@ -11,8 +11,9 @@ the run) that stateful estimators mutate in place: RAE keeps
 
 Built in: ``grpo`` (group z-score), ``dr_grpo`` (no std), ``rae`` (SpyRL's role
 baselines), ``lsp_solver`` (``R - V(q)``), ``lsp_challenger`` (reward minus the
-mean over all the given turns). Groups without reward variance carry no signal;
-the four group estimators drop them when ``inp.drop_zero_variance``.
+mean over all the given turns), ``skill_sp_curriculum`` (GRPO on the top tasks
+of each stream, :func:`top_per_stream`). Groups without reward variance carry no
+signal; the group estimators drop them when ``inp.drop_zero_variance``.
 """
 
 from __future__ import annotations
@@ -159,6 +160,70 @@ def rae_estimator(inp: EstimatorInput, options: RaeOptions, state: dict[str, Any
     )
     state["values"] = values
     return EstimatorOutput(adv, keep)
+
+
+def top_per_stream(
+    tasks: Sequence[tuple[str, float]], m: int, alpha: float, fill: bool = False,
+    streams: tuple[str, str] = ("skill", "exploration"),
+) -> list[int]:
+    """A step's curriculum: indices into ``tasks`` (each ``(stream, score)``), in order.
+
+    Rank each stream by score (ties: earlier first) and take the top ``round(alpha * m)``
+    tasks of ``streams[0]`` and the top ``m - round(alpha * m)`` of ``streams[1]``; tasks
+    of any other stream are never chosen. With ``fill``, a stream with too few tasks
+    leaves its quota to the other.
+    """
+    if m < 0 or not 0.0 <= alpha <= 1.0:
+        raise ValueError("need m >= 0 and alpha in [0, 1]")
+    first, second = streams
+    quota = {first: round(alpha * m), second: m - round(alpha * m)}
+    ranked = {
+        s: sorted((i for i, (stream, _) in enumerate(tasks) if stream == s), key=lambda i: (-tasks[i][1], i))
+        for s in quota
+    }
+    chosen = {s: ranked[s][: quota[s]] for s in quota}
+    if fill:
+        for s, other in ((first, second), (second, first)):
+            spare = quota[other] - len(chosen[other])
+            if spare > 0:
+                chosen[s] = ranked[s][: quota[s] + spare]
+    return sorted(chosen[first] + chosen[second])
+
+
+class StreamCurriculumOptions(BaseModel):
+    """Options of ``skill_sp_curriculum``; the defaults read Skill-SP's episodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: int = Field(default=8, ge=1, description="M: valid tasks per step the solvers train on.")
+    alpha: float = Field(default=0.5, ge=0.0, le=1.0, description="Share of M from the first stream (paper 0.5).")
+    fill: bool = Field(default=False, description="Let one stream use the other's unused quota (paper: not said).")
+    stream_key: str = Field(default="stream", description="Episode info key naming each task's stream.")
+    streams: tuple[str, str] = Field(
+        default=("skill", "exploration"), description="The two streams; the first gets round(alpha * M) tasks."
+    )
+    rank_by: str = Field(default="proposer", description="Seat whose episode reward ranks the tasks of a stream.")
+
+
+@register_estimator("skill_sp_curriculum", options=StreamCurriculumOptions)
+def stream_curriculum_estimator(
+    inp: EstimatorInput, options: StreamCurriculumOptions, state: dict[str, Any]
+) -> EstimatorOutput:
+    """Skill-SP's solver curriculum: each given turn's episode is a task, its stream the episode's
+    ``info[stream_key]`` and its score the ``rank_by`` seat's reward; the turns of the tasks
+    :func:`top_per_stream` chooses get GRPO advantages over ``group_by``, every other turn is
+    dropped (advantage 0, ``keep`` False)."""
+    games = sorted(set(inp.games.tolist()))
+    tasks = [
+        (str(inp.episodes[g].info.get(options.stream_key)), float(inp.episodes[g].rewards.get(options.rank_by, 0.0)))
+        for g in games
+    ]
+    chosen = {games[i] for i in top_per_stream(tasks, options.tasks, options.alpha, options.fill, options.streams)}
+    selected = torch.tensor([g in chosen for g in inp.games.tolist()], dtype=torch.bool)
+    groups = group_index(inp.keys, inp.group_by)
+    adv = grpo(inp.rewards, groups, scale=True)
+    keep = selected & ~zero_variance(inp.rewards, groups) if inp.drop_zero_variance else selected
+    return EstimatorOutput(torch.where(selected, adv, torch.zeros_like(adv)), keep)
 
 
 class EstimatorStates:

@@ -41,9 +41,10 @@ frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, ev
 readable skill folders + ``graph.json`` + ``stats.json``.
 
 **Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and, for
-``solve``, the solver curriculum ``skill_sp_curriculum`` (``curriculum.py``): the solver turns of the
-top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step, ranked by proposer
-reward, with GRPO per task; other solver turns are dropped. Probe turns are not trained.
+``solve``, the solver curriculum, the estimator ``skill_sp_curriculum`` (``learners/estimators.py``;
+the game names it in its training defaults and each episode's ``info["stream"]`` feeds it): the solver
+turns of the top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step, ranked
+by proposer reward, with GRPO per task; other solver turns are dropped. Probe turns are not trained.
 
 **Library evolution** (``evolve.py``) runs after each step when ``evolution.policy`` names a policy
 (the frozen base model): it induces skills from the step's best valid exploration tasks and refines
@@ -63,7 +64,6 @@ checkpoints); routing that reads the graph's edges; loaders for API-Bank and Zeb
 in a registry package we found).
 """
 
-from games.skill_sp import curriculum as _curriculum  # registers the skill_sp_curriculum estimator
 from games.skill_sp.env import SkillSpGame, SkillState
 
 __all__ = ["SkillSpGame", "SkillState"]

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.game_types import Invalid
+from arena.runner import generate_texts
 from arena.types import ChatMessage, Episode
 from games.skill_sp.controller import SkillLibrary
 from games.skill_sp.loader import SkillPackage, examples_jobs, parse_skill
@@ -103,11 +104,9 @@ def _examples_pass(pkg: SkillPackage, pool: SandboxPool) -> bool:
 
 
 def _generate(policy: Any, messages: list[list[ChatMessage]], cfg: EvolutionConfig, seed: int) -> list[str]:
-    from policies.base import Request, SamplingParams  # lazy: only when evolving
-
-    params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
-    requests = [Request(messages=m, params=params, seed=seed + i, seat="evolve") for i, m in enumerate(messages)]
-    return [c.text for c in policy.generate(requests)]
+    return generate_texts(
+        policy, messages, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed, seat="evolve"
+    )
 
 
 def evolve(

@@ -129,26 +129,3 @@ def proposal_reward(parsed: bool, verified: bool, verdict: ProbeVerdict | None) 
     if not verified or verdict is None:
         return 0.0
     return proposer_reward(True, verdict.consistent, verdict.v_solve)
-
-
-def curriculum(tasks: Sequence[tuple[str, float]], m: int, alpha: float, fill: bool = False) -> list[int]:
-    """The solver's tasks of a step: indices into ``tasks`` (each ``(stream, proposer reward)``, valid ones only).
-
-    Rank each stream by proposer reward (ties: earlier first) and take the top
-    ``round(alpha * m)`` skill-stream tasks and the top ``m - round(alpha * m)`` exploration
-    tasks. With ``fill``, a stream with too few tasks leaves its quota to the other.
-    """
-    if m < 0 or not 0.0 <= alpha <= 1.0:
-        raise ValueError("need m >= 0 and alpha in [0, 1]")
-    quota = {"skill": round(alpha * m), "exploration": m - round(alpha * m)}
-    ranked = {
-        s: sorted((i for i, (stream, _) in enumerate(tasks) if stream == s), key=lambda i: (-tasks[i][1], i))
-        for s in quota
-    }
-    chosen = {s: ranked[s][: quota[s]] for s in quota}
-    if fill:
-        for s, other in (("skill", "exploration"), ("exploration", "skill")):
-            spare = quota[other] - len(chosen[other])
-            if spare > 0:
-                chosen[s] = ranked[s][: quota[s] + spare]
-    return sorted(chosen["skill"] + chosen["exploration"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.runner import EpisodeSpec, Runner, SeatMap, play_one_at_a_time
+from arena.runner import EpisodeSpec, Runner, SeatMap, generate_texts, play_one_at_a_time
 from arena.types import read_jsonl, write_jsonl
 from games.spy import SpyGame
 from games.spy.bots import BOTS
@@ -110,3 +110,18 @@ def test_sampling_comes_per_policy_and_phase() -> None:
                     sampling=lambda policy, phase: table[phase], num_envs=1)
     runner.play([0])
     assert [n for _, n in seen] == [40, 40, 40, 5, 5, 5]
+
+
+def test_generate_texts_is_one_seeded_call_outside_a_game() -> None:
+    calls: list[list[tuple[int | None, str, float, int, str]]] = []
+
+    class Echo:
+        def generate(self, requests: Sequence[Request]) -> list[Completion]:
+            calls.append([(r.seed, r.seat, r.params.temperature, r.params.max_new_tokens, r.messages[-1]["content"])
+                          for r in requests])  # fmt: skip
+            return [Completion(text=r.messages[-1]["content"].upper()) for r in requests]
+
+    chats = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
+    texts = generate_texts(Echo(), chats, temperature=0.3, max_new_tokens=7, seed=40, seat="evolve")  # type: ignore[arg-type]
+    assert texts == ["A", "B"]
+    assert calls == [[(40, "evolve", 0.3, 7, "a"), (41, "evolve", 0.3, 7, "b")]]

@@ -13,9 +13,10 @@ from arena.runner import Runner
 from arena.testing import check_game
 from games.skill_sp import SkillSpGame, SkillState
 from games.skill_sp.bots import BOTS
-from games.skill_sp.rules import Proposal, canonical, curriculum, parse_answer, parse_proposal, probe_verdict, proposal_reward
+from games.skill_sp.rules import Proposal, canonical, parse_answer, parse_proposal, probe_verdict, proposal_reward
 from games.skill_sp.sandbox import Limits
 from games.skill_sp.types import SkillSpConfig
+from learners.estimators import top_per_stream
 from policies.scripted import ScriptedPolicy
 
 SMALL = {"probes": 4, "solvers": 2}
@@ -164,12 +165,12 @@ def test_bad_skills_dir_is_a_config_error(tmp_path):
 # ------------------------------------------------------------------ the solver curriculum
 def test_curriculum_hand_values():
     tasks = [("skill", 0.2), ("exploration", 0.9), ("skill", 0.8), ("skill", 0.8), ("exploration", 0.1)]
-    assert curriculum(tasks, 4, 0.5) == [1, 2, 3, 4]
-    assert curriculum(tasks, 2, 0.5) == [1, 2]
-    assert curriculum(tasks, 2, 1.0) == [2, 3]
-    assert curriculum(tasks[:2], 4, 0.5) == [0, 1]
-    assert curriculum([("skill", 0.5)] * 3, 2, 0.5) == [0]
-    assert curriculum([("skill", 0.5)] * 3, 2, 0.5, fill=True) == [0, 1]
+    assert top_per_stream(tasks, 4, 0.5) == [1, 2, 3, 4]
+    assert top_per_stream(tasks, 2, 0.5) == [1, 2]
+    assert top_per_stream(tasks, 2, 1.0) == [2, 3]
+    assert top_per_stream(tasks[:2], 4, 0.5) == [0, 1]
+    assert top_per_stream([("skill", 0.5)] * 3, 2, 0.5) == [0]
+    assert top_per_stream([("skill", 0.5)] * 3, 2, 0.5, fill=True) == [0, 1]
 
 
 @given(
@@ -177,7 +178,7 @@ def test_curriculum_hand_values():
     m=st.integers(0, 25), alpha=st.floats(0, 1), fill=st.booleans(),
 )
 def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
-    chosen = curriculum(tasks, m, alpha, fill)
+    chosen = top_per_stream(tasks, m, alpha, fill)
     assert len(chosen) == len(set(chosen)) <= m
     quota = round(alpha * m)
     n_skill = sum(tasks[i][0] == "skill" for i in chosen)
@@ -201,7 +202,7 @@ def test_curriculum_estimator_keeps_only_the_chosen_tasks():
             t.policy, t.prompt_ids, t.completion_ids, t.logprobs = "learner", [1], [2], [-0.1]
     samples, stats = build_samples(episodes, ["solve"], cfg.learner, EstimatorStates(cfg.learner.estimators), "learner")
     valid = [(i, ep) for i, ep in enumerate(episodes) if ep.info["consistent"]]
-    chosen = {valid[j][0] for j in curriculum([(ep.info["stream"], ep.rewards["proposer"]) for _, ep in valid], 2, 0.5)}
+    chosen = {valid[j][0] for j in top_per_stream([(ep.info["stream"], ep.rewards["proposer"]) for _, ep in valid], 2, 0.5)}
     groups = {s.extras["group"].split("|")[0] for s in samples}
     varied = {episodes[i].episode_id for i in chosen if len({episodes[i].rewards[f"solver_{k}"] for k in range(2)}) > 1}
     assert groups == varied  # the chosen tasks whose solvers disagree; nothing else

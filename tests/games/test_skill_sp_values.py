@@ -1,7 +1,7 @@
 """Skill-SP's pure rules and controller maths against hand-computed values.
 
-``games/skill_sp/rules.py`` (parsing, the probe majority, rewards, the curriculum) and
-the pure part of ``games/skill_sp/controller.py`` (Beta-smoothed rates, quality, the
+``games/skill_sp/rules.py`` (parsing, the probe majority, rewards), the solver curriculum
+(``learners.estimators.top_per_stream``) and the pure part of ``games/skill_sp/controller.py`` (Beta-smoothed rates, quality, the
 routing bonus, pruning, induction without the sandbox). Parameters are asymmetric
 (prior a != b, band_low != 1 - band_high, bonus != 1) so swapped or dropped terms show.
 """
@@ -37,13 +37,13 @@ from games.skill_sp.rules import (
     ProbeVerdict,
     Proposal,
     canonical,
-    curriculum,
     json_values,
     parse_answer,
     parse_proposal,
     probe_verdict,
     proposal_reward,
 )
+from learners.estimators import top_per_stream
 
 SEEDS = load_library()
 CFG = ControllerConfig(
@@ -143,22 +143,22 @@ def test_curriculum_quotas_ranking_and_fill() -> None:
     tasks = [("skill", 0.2), ("exploration", 0.9), ("skill", 0.8), ("exploration", 0.1),
              ("skill", 0.8), ("exploration", 0.5), ("skill", 0.1)]  # fmt: skip
     # m = 5, alpha = 0.4: 2 skill (0.8 at 2, 0.8 at 4: ties by index), 3 exploration (all three)
-    assert curriculum(tasks, 5, 0.4) == [1, 2, 3, 4, 5]
+    assert top_per_stream(tasks, 5, 0.4) == [1, 2, 3, 4, 5]
     # alpha = 0.8: round(4.0) = 4 skill, 1 exploration (the 0.9)
-    assert curriculum(tasks, 5, 0.8) == [0, 1, 2, 4, 6]
-    assert curriculum(tasks, 2, 0.5) == [1, 2]  # 1 skill, 1 exploration
-    assert curriculum(tasks, 3, 0.5) == [1, 2, 4]  # round(1.5) = 2 skill, 1 exploration
-    assert curriculum(tasks, 3, 0.0) == [1, 3, 5] and curriculum(tasks, 3, 1.0) == [0, 2, 4]
+    assert top_per_stream(tasks, 5, 0.8) == [0, 1, 2, 4, 6]
+    assert top_per_stream(tasks, 2, 0.5) == [1, 2]  # 1 skill, 1 exploration
+    assert top_per_stream(tasks, 3, 0.5) == [1, 2, 4]  # round(1.5) = 2 skill, 1 exploration
+    assert top_per_stream(tasks, 3, 0.0) == [1, 3, 5] and top_per_stream(tasks, 3, 1.0) == [0, 2, 4]
     # 6 skill wanted, only 4 exist; without fill 4 + 0, with fill the 2 spare go to exploration
-    assert curriculum(tasks, 6, 1.0) == [0, 2, 4, 6]
-    assert curriculum(tasks, 6, 1.0, fill=True) == [0, 1, 2, 4, 5, 6]
-    assert curriculum(tasks, 5, 1.0, fill=True) == [0, 1, 2, 4, 6]  # one spare: the best exploration task
-    assert curriculum(tasks, 6, 0.0, fill=True) == [0, 1, 2, 3, 4, 5]  # 3 exploration + 3 spare to skill
-    assert curriculum(tasks, 6, 0.0) == [1, 3, 5]
-    assert curriculum(tasks, 0, 0.5) == []
+    assert top_per_stream(tasks, 6, 1.0) == [0, 2, 4, 6]
+    assert top_per_stream(tasks, 6, 1.0, fill=True) == [0, 1, 2, 4, 5, 6]
+    assert top_per_stream(tasks, 5, 1.0, fill=True) == [0, 1, 2, 4, 6]  # one spare: the best exploration task
+    assert top_per_stream(tasks, 6, 0.0, fill=True) == [0, 1, 2, 3, 4, 5]  # 3 exploration + 3 spare to skill
+    assert top_per_stream(tasks, 6, 0.0) == [1, 3, 5]
+    assert top_per_stream(tasks, 0, 0.5) == []
     for m, alpha in ((-1, 0.5), (2, -0.1), (2, 1.1)):
         with pytest.raises(ValueError, match=r"^need m >= 0 and alpha in \[0, 1\]$"):
-            curriculum(tasks, m, alpha)
+            top_per_stream(tasks, m, alpha)
 
 
 # ------------------------------------------------------------------ controller: formulas

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from arena.types import Episode
 from learners.config import EstimatorConfig, LearnerConfig
 from learners.estimators import (
     ESTIMATORS,
@@ -19,7 +21,7 @@ from learners.estimators import (
     register_estimator,
 )
 
-KNOWN = "auso, dr_grpo, grpo, lsp_challenger, lsp_solver, rae"
+KNOWN = "auso, dr_grpo, grpo, lsp_challenger, lsp_solver, rae, skill_sp_curriculum"
 
 
 def make_input(rewards: list[float], episodes: list[int], roles: list[str] | None = None, drop: bool = False) -> EstimatorInput:
@@ -36,7 +38,7 @@ def run(name: str, inp: EstimatorInput, state: dict | None = None, **options: ob
 
 
 def test_unknown_estimator_lists_the_known_names() -> None:
-    # Games may register their own estimators when imported (games.skill_sp: skill_sp_curriculum),
+    # Estimators may be registered from outside learners/ (a test, a plug-in),
     # so the listed names are the built-ins plus whatever is registered by now.
     assert set(KNOWN.split(", ")) <= set(ESTIMATORS)
     known = ", ".join(sorted(ESTIMATORS))
@@ -92,6 +94,28 @@ def test_lsp_challenger_is_reward_minus_the_mean_over_all_turns() -> None:
     flat = run("lsp_challenger", make_input([-1, -1], [0, 1], drop=True))
     assert not flat.keep.any(), "all challengers equal: no signal"
     assert run("lsp_challenger", make_input([-1, -1], [0, 1], drop=False)).keep.all()
+
+
+def test_stream_curriculum_trains_only_the_top_task_of_each_stream() -> None:
+    # tasks (episodes): lane a scored 0.9, 0.3; lane b 0.1, 0.5; lane c 1.0 (no quota: never chosen).
+    # tasks=2, alpha=0.5: the best of a (episode 0) and the best of b (episode 3).
+    lanes, scores = ["a", "a", "b", "b", "c"], [0.9, 0.3, 0.1, 0.5, 1.0]
+    episodes = [Episode(episode_id=f"e{g}", game="g", info={"lane": lane}, rewards={"writer": r, "solver": 7.0})
+                for g, (lane, r) in enumerate(zip(lanes, scores, strict=True))]  # fmt: skip
+    rewards, games = [1, 0, 1, 0, 1, 0, 3, 3, 1, 0], [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    opts = {"tasks": 2, "alpha": 0.5, "stream_key": "lane", "streams": ("a", "b"), "rank_by": "writer"}
+    for drop in (False, True):
+        out = run("skill_sp_curriculum", replace(make_input(rewards, games, drop=drop), episodes=episodes), **opts)
+        assert out.advantages.tolist() == pytest.approx([1, -1] + [0] * 8, abs=1e-5)
+        assert out.keep.tolist() == [True, True] + [False] * 4 + [not drop] * 2 + [False] * 2
+    # alpha=1.0: the whole quota goes to lane a, both of whose tasks are trained
+    both_a = run("skill_sp_curriculum", replace(make_input(rewards, games), episodes=episodes), **opts | {"alpha": 1.0})
+    assert both_a.keep.tolist() == [True] * 4 + [False] * 6
+    # the defaults read Skill-SP's episodes: info["stream"] in skill/exploration, ranked by the proposer
+    assert get_estimator("skill_sp_curriculum").options().model_dump() == {
+        "tasks": 8, "alpha": 0.5, "fill": False, "stream_key": "stream", "streams": ("skill", "exploration"),
+        "rank_by": "proposer",
+    }
 
 
 def test_rae_keeps_role_baselines_in_the_state() -> None:
