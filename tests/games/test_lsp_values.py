@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from arena.game import Invalid
+from arena.testing import completions
 from games.lsp.rules import (
     _eval,
     arithmetic_reward,
@@ -32,6 +35,7 @@ from games.lsp.rules import (
 S, E = "[Start Generation]", "[End Generation]"
 NO_QUERY = Invalid(reason=f"no query between {S} and {E}")
 EMPTY = Invalid(reason="the query is empty")
+Q = f"{S}\nWhat is 12 + 30?\n{E}"
 
 
 # ------------------------------------------------------------------ extract_query
@@ -162,3 +166,66 @@ def test_words_and_distinct_n() -> None:
     assert distinct_n(["A b a b", "a B c"], n=3) == 1.0
     assert distinct_n(["one two", "two"], n=1) == pytest.approx(2 / 3)
     assert distinct_n(["single"]) == 0.0 and distinct_n([]) == 0.0
+
+
+# ------------------------------------------------------------------ first hand cases of each rule
+def test_query_extraction_strict_and_lenient() -> None:
+    assert extract_query(f"Sure! {Q} done") == "What is 12 + 30?"
+    assert isinstance(extract_query("What is 12 + 30?"), Invalid)
+    assert isinstance(extract_query("[Start Generation] no end"), Invalid)
+    assert isinstance(extract_query("[Start Generation]  [End Generation]"), Invalid)
+    assert extract_query("[Start Generation] no end", "lenient") == "no end"
+    assert extract_query("\n\n  first line?\nsecond", "lenient") == "first line?"
+    assert extract_query("[Start Generation]" + "x" * 50 + "[End Generation]", max_chars=10) == "x" * 10
+
+
+def test_score_parsing_hand_cases() -> None:
+    assert parse_score("ok <Calculation>1+1=2</Calculation>\n<Score>2</Score>") == 2
+    assert parse_score("<Score>3</Score> then <score> 6 </score>") == 6
+    assert parse_score("Justification. <Score>5") == 5  # the stop string cut the closing tag
+    assert parse_score("<Score>8</Score>") is None
+    assert parse_score("<Score>5 out of 7") is None
+    assert parse_score("Score: 5") is None
+
+
+@given(st.one_of(completions(), st.builds(lambda a, k, b: f"{a}<Score>{k}</Score>{b}", st.text(), st.integers(-5, 99), st.text())))
+def test_score_is_none_or_an_integer_in_0_to_7(text: str) -> None:
+    k = parse_score(text)
+    assert k is None or (isinstance(k, int) and 0 <= k <= 7)
+
+
+def test_reward_parsing() -> None:
+    assert parse_reward(repr(-1.25)) == -1.25
+    assert parse_reward(" 3 ") == 3.0
+    for bad in ("nan", "inf", "", "1e999", "five"):
+        assert parse_reward(bad) is None
+
+
+def test_arithmetic_verifier() -> None:
+    assert arithmetic_target("What is 23 + 45 * 2?") == 113
+    assert arithmetic_target("Compute 1,000 x 3 please") == 3000
+    assert arithmetic_target("What is 7 - 10?") == -3
+    assert isinstance(arithmetic_target("What is A + B?"), Invalid)
+    assert isinstance(arithmetic_target("1 + 2 + 3 + 4 + 5"), Invalid)  # too many operands
+    assert isinstance(arithmetic_target("1234567 * 2"), Invalid)  # too many digits
+    assert final_number("So 23 + 45 = 68.") == 68
+    assert final_number("\\boxed{12} and later 13") == 12
+    assert final_number("no number") is None
+    assert arithmetic_reward(68, "68") == 1.0 and arithmetic_reward(68, "It is 67") == 0.0
+
+
+def test_code_share_and_diversity() -> None:
+    assert code_share("```python\nx = 1\nprint(x)\n```") == 1.0
+    assert code_share("def f(a):\n    return a\nThat is the function.") == pytest.approx(2 / 3)
+    assert code_share("Paris is the capital of France.\nIt is on the Seine.") == 0.0
+    assert code_share("") == 0.0
+    assert distinct_n(["a b c", "a b d"], 2) == 0.75  # bigrams: ab bc ab bd -> 3 distinct of 4
+    assert distinct_n(["same words", "same words"], 1) == 0.5
+    assert distinct_n([], 2) == 0.0
+
+
+def test_reward_formulas() -> None:
+    assert solver_rewards([1.0, 0.0], None) == [1.0, 0.0]
+    assert solver_rewards([1.0, 0.0], [3.0, 7.0]) == [4.0, 7.0]
+    assert challenger_reward([1.0, 0.0], None) == -0.5
+    assert challenger_reward([1.0, 0.0], [3.0, 7.0]) == -0.5 + 5.0
