@@ -15,7 +15,10 @@ behaviour before), one generator seeded from all the batch's seeds serves the
 batch: a completion is reproducible only for the same batch composition, so
 batched and one-at-a-time play agree only with scripted policies. Rows that finish are dropped from the
 batch (their KV cache rows too), so a long straggler does not make the whole
-batch pay for its length.
+batch pay for its length. With ``prefix_sharing`` (the default) a prompt that several
+requests of one batch repeat (G solvers or attempts, a GRPO group) is prefilled once
+and its KV cache copied to its rows (:mod:`policies.hf_prefix`); same tokens and
+logprobs as without it, up to float noise in the last bits.
 
 Requests carry their own :class:`~policies.base.SamplingParams`; one call
 generates each group of equal params as its own batches. Every prompt first
@@ -37,6 +40,7 @@ import torch
 from policies.base import (
     Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
 )
+from policies.hf_prefix import dedupe, expand
 from policies.models import DEFAULT_MODEL, load_causal_lm
 
 
@@ -87,6 +91,7 @@ class HFPolicy:
         max_model_len: int | None = None,
         overflow: Overflow = "truncate",
         per_request_rng: bool = True,
+        prefix_sharing: bool = True,
     ):
         if isinstance(model, str):
             model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)
@@ -108,6 +113,8 @@ class HFPolicy:
         self._default_attention = model.config._attn_implementation
         self.tokens_generated = 0
         self.per_request_rng = per_request_rng
+        self.prefix_sharing = prefix_sharing
+        self.prefill_rows_saved = 0  # rows whose prompt was not prefilled again (prefix sharing)
 
     def _eos_ids(self) -> set[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -185,11 +192,13 @@ class HFPolicy:
         else:  # one generator per row
             gens = [torch.Generator(device=self.device).manual_seed(s) for s in seeds]
         batch = len(prompts)
-        width = max(len(p) for p in prompts)
+        # A prompt repeated in the batch is prefilled once, then its KV cache is copied to its rows.
+        distinct, index = dedupe(prompts) if self.prefix_sharing else (prompts, list(range(batch)))
+        width = max(len(p) for p in distinct)
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((batch, width), pad, dtype=torch.long)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
+        input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for row, ids in enumerate(distinct):
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
             mask[row, width - len(ids) :] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
@@ -201,6 +210,9 @@ class HFPolicy:
             logits_to_keep=1,  # the prompt's other logits would be (batch, width, vocab): gigabytes
         )
         logits = out.logits[:, -1, :]
+        if len(distinct) < batch:
+            logits, mask, positions = expand(cache, index, logits, mask, positions)
+        self.prefill_rows_saved += batch - len(distinct)
         alive = list(range(batch))  # original row of each live batch position
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
