@@ -4,6 +4,7 @@
     python -m arena.train spy                                         # a game's own YAML, by name
     python -m arena.train games/spy/spy.yaml --set learner.lr=3e-6 --max-steps 5
     python -m arena.train games/spy/spy.yaml --resume runs/spy       # newest checkpoint of a run
+    torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # 2 ranks (arena/distributed.py)
 
 The whole config (``--set`` overrides included) is validated before any model
 loads; a mistake exits with code 2 and one line naming the field.
@@ -15,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from arena.cli import run_cli
-from arena.config import ConfigError, load_config
+from arena.config import ArenaConfig, ConfigError, load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,11 +38,19 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(run_dir or cfg.run_dir)
     if args.resume is not None and not args.resume.exists():
         raise ConfigError(f"--resume: {args.resume} does not exist")
+    from arena import distributed
+
+    dist = distributed.from_env()
+    if dist.active:
+        check_ranks(cfg, dist.world)
     from arena.trainer import Trainer, seed_everything
 
+    distributed.init(dist, cfg.learner.device)
     seed_everything(cfg.train.seed)
-    trainer = Trainer(cfg, run_dir, resume=args.resume)
+    trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist)
     rows = trainer.run(args.max_steps)
+    if not dist.main:
+        return 0
     if cfg.train.plot:
         from arena.plot import plot_run
 
@@ -54,6 +63,17 @@ def main(argv: list[str] | None = None) -> int:
         print("last step:", ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     print(f"run folder: {run_dir} (metrics.jsonl, tensorboard/, checkpoints/)")
     return 0
+
+
+def check_ranks(cfg: ArenaConfig, world: int) -> None:
+    """What several ranks (WORLD_SIZE > 1) need of the config; one-line errors."""
+    n = cfg.train.games_per_step
+    if n % world:
+        raise ConfigError(f"train.games_per_step: {n} games do not split over WORLD_SIZE={world} ranks; "
+                          f"use a multiple of {world}")
+    if cfg.train.league.enabled:
+        raise ConfigError("train.league.enabled: the league runs in one process only; set it false "
+                          "or launch one rank")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,12 @@
 Rollouts of step ``s`` use the seeds ``seed * 1_000_003 + s * games_per_step + i``,
 and every sampling call is seeded from its requests, so a run resumed from a
 checkpoint replays exactly the steps an uninterrupted run would have played.
+
+Several ranks (``torchrun``/``deepspeed`` launchers, arena/distributed.py): rank ``r`` of
+``W`` plays the ``r``-th contiguous block of the step's seeds; the episodes are gathered so
+every rank builds the whole step's samples (same advantages, estimator and game states as
+one rank) and trains the samples of its own episodes; rank 0 alone writes metrics,
+TensorBoard, episodes and checkpoints, which also hold the other ranks' RNG states.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import numpy as np
 import torch
 
 from arena.canary import auto_max_gap, canary_samples, check_gap, sync_gap
-from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, save_checkpoint, set_rng_state
+from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
 from arena.config import ArenaConfig, ConfigError, ModelPolicySpec
+from arena.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
 from arena.runner import EpisodeSpec
-from arena.types import Episode, write_jsonl
+from arena.types import Episode, Sample, write_jsonl
 from learners.estimators import EstimatorStates
 from learners.progress import Progress
 from learners.samples import build_samples
@@ -57,13 +64,14 @@ def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
 class Trainer:
     """Rollouts with the policy table, advantages and an update of the trainable policy, per step."""
 
-    def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None):
+    def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE):
         if cfg.trainable is None:
             raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
         if cfg.trainable not in cfg.seat_table().values():
             raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
         self.cfg = cfg
         self.run_dir = run_dir
+        self.dist = dist
         self.step = 0
         self.game_cls = cfg.game.cls
 
@@ -85,7 +93,7 @@ class Trainer:
             from policies.hardware import fast_bf16
 
             learner_cfg = learner_cfg.model_copy(update={"autocast_bf16": fast_bf16(learner_cfg.device)})
-        self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref)
+        self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref, dist)
         bound = cfg.train.sync_canary_max_gap
         self.canary_max_gap = auto_max_gap(spec.resolved_dtype) if bound == "auto" else bound
         self.estimator_states = EstimatorStates(cfg.learner.estimators)
@@ -107,12 +115,13 @@ class Trainer:
             except FileNotFoundError as e:  # killed before its first checkpoint: nothing to continue
                 raise ConfigError(f"--resume: {e}; start the run again without --resume") from None
             self._restore(checkpoint)
-        elif self.metrics_path.exists():
+        elif self.metrics_path.exists() and dist.main:
             self.metrics_path.unlink()
-        (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
+        if dist.main:
+            (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
         self._tb = None
         self.episode_log = None
-        if cfg.train.save_episodes:
+        if cfg.train.save_episodes and dist.main:
             from arena.view.record import EpisodeLog
 
             group_by = {phase: list(est.group_by) for phase, est in cfg.learner.estimators.items()}
@@ -162,11 +171,18 @@ class Trainer:
         phases = self.schedule.phases(progress)
         tokens_before = getattr(self.generator, "tokens_generated", 0)
         t0 = time.perf_counter()
-        episodes = self.runner.play(self.league.assign(step, self.specs(step)) if self.league else self.specs(step))
+        specs = self.league.assign(step, self.specs(step)) if self.league else self.specs(step)
+        episodes = self.runner.play(self.dist.block(specs))
         self._tokenize_probes(episodes)
+        if self.dist.active:  # every rank sees the whole step; each trains its own episodes' samples
+            mine = {ep.episode_id for ep in episodes}
+            episodes = [ep for part in gather(self.dist, episodes) for ep in part]
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
-        learn_stats = self.learner.step(samples, progress)
+        if self.dist.active:
+            learn_stats = self.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
+        else:
+            learn_stats = self.learner.step(samples, progress)
         if self.episode_log is not None:
             self.episode_log.write(step, episodes, samples)
         if not samples:
@@ -181,6 +197,8 @@ class Trainer:
         state_stats = self.state.update(episodes, self.policies) if self.state is not None else {}
         self.step = step
         tokens = getattr(self.generator, "tokens_generated", 0) - tokens_before
+        if self.dist.active:  # every rank's tokens (the gather made t1 the slowest rank's end of rollout)
+            tokens = sum_values(self.dist, {"tokens": float(tokens)})["tokens"]
         row: dict[str, Any] = {"step": step, "stage": "+".join(phases)}
         row.update(summary)
         row.update(sample_stats)
@@ -197,6 +215,16 @@ class Trainer:
         if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
             check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)
         return row
+
+    def _local_samples(self, episodes: Sequence[Episode], samples: Sequence[Sample], mine: set[str]) -> list[int]:
+        """Indices of the samples of this rank's episodes (matched to their turns as the episode
+        viewer does; two identical turns may swap owners, which changes no gradient)."""
+        from arena.view.record import match_samples
+
+        group_by = {phase: list(est.group_by) for phase, est in self.cfg.learner.estimators.items()}
+        owner = {id(s): eid for (eid, _), s in match_samples(episodes, samples, self.cfg.trainable, group_by).items()}
+        return [i for i, s in enumerate(samples)
+                if (owner[id(s)] in mine if id(s) in owner else i % self.dist.world == self.dist.rank)]
 
     def _tokenize_probes(self, episodes: Sequence[Episode]) -> None:
         """Token ids of the probe prompts games attached to trainable turns (for objective terms)."""
@@ -234,6 +262,8 @@ class Trainer:
 
     # -------------------------------------------------------------- logging
     def _log(self, row: dict[str, Any], episodes: Sequence[Episode]) -> None:
+        if not self.dist.main:
+            return
         with open(self.metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
         if self.cfg.runner.episodes_jsonl:
@@ -248,9 +278,17 @@ class Trainer:
         self._tb.flush()
 
     # -------------------------------------------------------------- checkpoints
-    def save(self) -> Path:
+    def save(self) -> Path | None:
+        """Write the step's checkpoint (rank 0; the other ranks hand it their own state and wait)."""
         state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
         extra = {"game_state": self.state.save} if self.state is not None else {}
+        if self.dist.active:  # RNG (and a ZeRO optimizer's partition) differ per rank: ranks/rank_R.pt
+            own = {"rng": rng_state()} | ({"optimizer": self.learner.state_dict()} if self.learner.engine else {})
+            ranks = gather_to_main(self.dist, own)
+            if not self.dist.main:
+                barrier(self.dist)
+                return None
+            extra["ranks"] = lambda folder: [torch.save(r, folder / f"rank_{i}.pt") for i, r in enumerate(ranks) if i]
         if self.league is not None:  # the checkpoint's weights join the pool; its state goes in the checkpoint
             self.league.add_member(self.step, self.learner.module, self.tokenizer)
             extra["league"] = self.league.save
@@ -260,12 +298,17 @@ class Trainer:
         )
         if self.league is not None:
             self.league.prune(list_checkpoints(self.run_dir))
+        barrier(self.dist)
         return path
 
     def _restore(self, checkpoint: Path) -> None:
         from transformers import AutoModelForCausalLM
 
         state, optimizer, rng = load_state(checkpoint)
+        own = checkpoint / "ranks" / f"rank_{self.dist.rank}.pt"
+        if self.dist.rank and own.is_file():  # rank R's own RNG (and ZeRO partition); else rank 0's
+            mine = torch.load(own, weights_only=False)
+            rng, optimizer = mine["rng"], mine.get("optimizer", optimizer)
         saved = AutoModelForCausalLM.from_pretrained(checkpoint / "model", dtype=torch.float32)
         with torch.no_grad():
             self.learner.module.load_state_dict(saved.state_dict())
@@ -279,7 +322,7 @@ class Trainer:
         set_rng_state(rng)
         self.step = int(state["step"])
         self.sync_weights()
-        if self.metrics_path.exists():  # drop rows written after the checkpoint
+        if self.metrics_path.exists() and self.dist.main:  # drop rows written after the checkpoint
             kept = [line for line in self.metrics_path.read_text().splitlines() if line and _row_step(line) <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
 

@@ -17,6 +17,13 @@
 ``backend: torch`` uses AdamW; ``backend: deepspeed`` builds a DeepSpeed engine
 (ZeRO 0-3, optional bf16) that runs on GPUs and on CPU with gloo. Log-probs use
 the sampling temperature, like the generator's.
+
+Several ranks (arena/distributed.py): every rank is given the WHOLE step's samples and
+``local``, the indices of its own; it packs and trains only those, while every
+normalisation (tokens, sequences, the longest completion, objective totals, reweighting
+values) is over all of them, so the ranks' gradients sum to the one-rank gradient:
+``sum_grads`` all-reduces them (torch), DeepSpeed averages its own after the loss is
+scaled by the world size. Per-micro-batch statistics are summed over ranks the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 
 import torch
 
+from arena.distributed import SINGLE, Dist, sum_grads, sum_tensor, sum_values
 from arena.types import Sample
 from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from learners.config import LearnerConfig
@@ -47,8 +55,12 @@ def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
 class Learner:
     """Updates ``model`` in place from batches of :class:`~arena.types.Sample`."""
 
-    def __init__(self, model: Any, cfg: LearnerConfig, pad_id: int, temperature: float = 1.0, ref_model: Any | None = None):
+    def __init__(
+        self, model: Any, cfg: LearnerConfig, pad_id: int, temperature: float = 1.0, ref_model: Any | None = None,
+        dist: Dist = SINGLE,
+    ):
         self.cfg = cfg
+        self.dist = dist
         self.model = model
         self.pad_id = pad_id
         self.temperature = temperature
@@ -111,11 +123,18 @@ class Learner:
             out[name] = ProbeDist(top.indices, top.values, tail, flags)
         return out
 
-    def step(self, samples: Sequence[Sample], progress: Progress | None = None) -> dict[str, float]:
+    def step(
+        self, samples: Sequence[Sample], progress: Progress | None = None, local: Sequence[int] | None = None
+    ) -> dict[str, float]:
+        """One batch's updates. ``local``: the indices of this rank's samples (several ranks); None: all."""
         if not samples:
             return {"samples": 0.0}
         cfg = self.cfg
-        groups = pack(samples, cfg.token_budget, share_prompts=cfg.share_prompt_prefix)
+        if local is None:
+            groups = pack(samples, cfg.token_budget, share_prompts=cfg.share_prompt_prefix)
+        else:
+            mine = [samples[i] for i in local]
+            groups = [[local[i] for i in g] for g in pack(mine, cfg.token_budget, share_prompts=cfg.share_prompt_prefix)]
         micro = [collate(samples, g, self.pad_id, self.device) for g in groups]
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
@@ -175,12 +194,16 @@ class Learner:
                     stats["kl"] += float((kl * tok_w).sum()) / cfg.updates_per_batch
                     stats["clip_frac"] += float((clipped * tok_w).sum()) / cfg.updates_per_batch
             grad_norm = self._optimizer_step()
+        sums = sum_values(self.dist, {**stats, "gap_sum": gap_sum, "gap_count": gap_count, "micro": float(len(micro))})
+        gap_sum, gap_count = sums.pop("gap_sum"), sums.pop("gap_count")
+        n_micro = sums.pop("micro")
+        stats = sums
         stats.update(reweight_stats)
         stats.update(
             grad_norm=grad_norm,
             samples=float(n_seqs),
             tokens=n_tokens,
-            micro_batches=float(len(micro)),
+            micro_batches=n_micro,
             adv_mean=float(torch.tensor([s.advantage for s in samples]).mean()),
             logprob_gap=gap_sum / gap_count if gap_count else float("nan"),
         )
@@ -208,6 +231,7 @@ class Learner:
                 values[key][mb.index] = term.action_values(mb, logp, mb_probes).double().cpu()
         stats: dict[str, float] = {}
         for key, term in terms:
+            values[key] = sum_tensor(self.dist, values[key])  # each row is one rank's, zero elsewhere
             w = term.action_weights(samples, values[key], progress)  # (N,)
             for mb in micro:
                 mb.token_weights = mb.token_weights * w[mb.index].to(mb.token_weights)[:, None]
@@ -216,8 +240,8 @@ class Learner:
         return stats
 
     def _backward(self, loss: torch.Tensor) -> None:
-        if self.engine is not None:
-            self.engine.backward(loss, scale_wrt_gas=False)
+        if self.engine is not None:  # DeepSpeed averages the ranks' gradients; ours must sum
+            self.engine.backward(loss * self.dist.world if self.dist.active else loss, scale_wrt_gas=False)
         else:
             loss.backward()
 
@@ -226,6 +250,7 @@ class Learner:
             self.engine.step()
             norm = self.engine.get_global_grad_norm()
             return float(norm) if norm is not None else float("nan")
+        sum_grads(self.dist, self.model.parameters())
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
