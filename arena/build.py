@@ -111,7 +111,7 @@ def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwa
         return HFPolicy(
             model, tokenizer=tokenizer, dtype=spec.resolved_dtype, device=spec.device, max_batch_size=spec.max_batch_size,
             max_batch_tokens=spec.max_batch_tokens, name=name, max_model_len=spec.max_model_len,
-            overflow=spec.overflow, **kwargs,
+            overflow=spec.overflow, prefix_sharing=spec.prefix_sharing, **kwargs,
         )
     if spec.backend == "vllm":
         from policies.vllm import VLLMPolicy

@@ -77,6 +77,10 @@ class ModelPolicySpec(BaseModel):
     max_batch_tokens: int = Field(
         default=32768, ge=256, description="hf: most padded tokens (prompt + budget) in one generation batch."
     )
+    prefix_sharing: bool = Field(
+        default=True, description="hf: prefill a prompt repeated in one batch (G solvers, attempts) once and copy "
+        "its KV cache to its rows; false prefills every row (same completions either way)."
+    )
     gpu_memory_utilization: float = Field(
         default=0.5, gt=0.0, le=1.0, description="vllm: share of GPU memory for weights and KV cache."
     )

@@ -131,3 +131,14 @@ def test_built_in_model_shared_equals_unshared(smol_fp32) -> None:
     finally:
         smol_fp32.prefix_sharing = before
     assert_same(a, b)
+
+
+def test_the_config_switch_reaches_the_policy(tiny_model: Path) -> None:  # noqa: F811
+    from arena.build import build_policies
+    from arena.config import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    for value in (True, False):
+        cfg = load_config(root / "games/lsp/lsp.yaml", [f"policies.learner.model={tiny_model}",
+                                                        f"policies.learner.prefix_sharing={str(value).lower()}"])
+        assert build_policies(cfg, ["learner"])["learner"].prefix_sharing is value
