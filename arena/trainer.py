@@ -282,18 +282,21 @@ class Trainer:
         """Write the step's checkpoint (rank 0; the other ranks hand it their own state and wait)."""
         state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
         extra = {"game_state": self.state.save} if self.state is not None else {}
-        if self.dist.active:  # RNG (and a ZeRO optimizer's partition) differ per rank: ranks/rank_R.pt
-            own = {"rng": rng_state()} | ({"optimizer": self.learner.state_dict()} if self.learner.engine else {})
-            ranks = gather_to_main(self.dist, own)
+        optimizer = self.learner.state_dict()
+        if self.dist.active:  # each rank's RNG in ranks/rank_R.pt; a ZeRO optimizer saves every rank's partition
+            parts = gather_to_main(self.dist, {"rng": rng_state(), **(optimizer if self.learner.partitioned else {})})
             if not self.dist.main:
                 barrier(self.dist)
                 return None
+            ranks = parts or []
+            if self.learner.partitioned:
+                optimizer = {"optimizer": [r.pop("optimizer") for r in ranks]}
             extra["ranks"] = lambda folder: [torch.save(r, folder / f"rank_{i}.pt") for i, r in enumerate(ranks) if i]
         if self.league is not None:  # the checkpoint's weights join the pool; its state goes in the checkpoint
             self.league.add_member(self.step, self.learner.module, self.tokenizer)
             extra["league"] = self.league.save
         path = save_checkpoint(
-            self.run_dir, self.step, self.learner.module, self.tokenizer, self.learner.state_dict(), state,
+            self.run_dir, self.step, self.learner.module, self.tokenizer, optimizer, state,
             keep=self.cfg.train.keep_checkpoints, extra=extra or None,
         )
         if self.league is not None:
@@ -306,9 +309,8 @@ class Trainer:
 
         state, optimizer, rng = load_state(checkpoint)
         own = checkpoint / "ranks" / f"rank_{self.dist.rank}.pt"
-        if self.dist.rank and own.is_file():  # rank R's own RNG (and ZeRO partition); else rank 0's
-            mine = torch.load(own, weights_only=False)
-            rng, optimizer = mine["rng"], mine.get("optimizer", optimizer)
+        if self.dist.rank and own.is_file():  # rank R's own RNG; else (another world size) rank 0's
+            rng = torch.load(own, weights_only=False)["rng"]
         saved = AutoModelForCausalLM.from_pretrained(checkpoint / "model", dtype=torch.float32)
         with torch.no_grad():
             self.learner.module.load_state_dict(saved.state_dict())

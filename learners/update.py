@@ -256,8 +256,20 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
+    @property
+    def partitioned(self) -> bool:
+        """The optimizer state is split over the ranks (DeepSpeed ZeRO 1-3): each rank's differs."""
+        return self.engine is not None and self.engine.zero_optimization_stage() > 0
+
     def state_dict(self) -> dict[str, Any]:
+        """The optimizer state (this rank's partition under ZeRO)."""
         return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        """``state["optimizer"]``: a state dict, or under ZeRO the list of every saved rank's
+        partition (which ZeRO's loader takes whole, then picks or re-splits its own)."""
+        saved = state["optimizer"]
+        if self.partitioned:
+            self.optimizer.load_state_dict(saved if isinstance(saved, list) else [saved])
+        else:
+            self.optimizer.load_state_dict(saved)
