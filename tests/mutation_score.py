@@ -160,8 +160,9 @@ EQUIVALENT: set[str] = {
     "games.skill_sp.rules.x_proposal_reward__mutmut_3",
     "games.skill_sp.rules.x_proposal_reward__mutmut_9",
     "games.skill_sp.rules.x_proposal_reward__mutmut_10",
-    # curriculum with fill: spare > 0 -> spare >= 0: with no spare the slice is the quota's, unchanged.
-    "games.skill_sp.rules.x_curriculum__mutmut_44",
+    # the solver curriculum (learners/estimators.py top_per_stream, moved from games/skill_sp/rules.py)
+    # with fill: spare > 0 -> spare >= 0: with no spare the slice is the quota's, unchanged.
+    "learners.estimators.x_top_per_stream__mutmut_33",
     # probe_verdict: counts.get(key, 1) + 1 / counts.get(key, 0) + 2: every count shifted by one /
     # doubled, so the ranking, the ties and the argmax are the same.
     "games.skill_sp.rules.x_probe_verdict__mutmut_18",
