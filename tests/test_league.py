@@ -67,7 +67,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 LEAGUE_SETS = [
-    "game.n_players=3", "policies.learner.sampling.max_new_tokens=6",
+    "game.n_players=3", "policies.learner.sampling.max_new_tokens=6", "policies.learner.backend=hf",
     "runner.num_envs=2", "runner.progress=false", "train.games_per_step=2", "train.steps=4",
     "train.checkpoint_every=1", "train.keep_checkpoints=3", "train.plot=false", "learner.lr=1e-3",
     "train.league.enabled=true", "train.league.pool_size=1", "train.league.share=0.34",

@@ -21,6 +21,7 @@ from arena.trainer import TIMING_KEYS
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "game.n_players=3", "game.task=math", "policies.learner.sampling.max_new_tokens=8", "runner.num_envs=2",
+    "policies.learner.backend=hf",
     "runner.progress=false", "train.games_per_step=2", "train.steps=4", "train.checkpoint_every=1",
     "train.keep_checkpoints=5", "train.plot=false", "learner.beta=0.001", "learner.lr=1e-4",
 ]

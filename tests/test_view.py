@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Not into the tracked bench/screenshots by default: a test run must leave the tree clean.
 SHOTS = Path(os.environ.get("ARENA_SCREENSHOTS", ROOT / "runs" / "screenshots"))
 XSS = "<script>alert(1)</script>"
-TINY = ["game.n_players=3", "game.task=math", "runner.progress=false", "policies.learner.sampling.max_new_tokens=8"]
+TINY = ["game.n_players=3", "game.task=math", "policies.learner.backend=hf", "runner.progress=false", "policies.learner.sampling.max_new_tokens=8"]
 
 
 # ---------------------------------------------------------------- a run folder from scripted rollouts

@@ -42,7 +42,7 @@ def test_shipped_configs_load(name: str) -> None:
         ('"*": learner', '"*": lerner', "seats.*: unknown policy 'lerner'; known: learner, human, scripted:<bot>"),
         ("    rule: cycle", "    rule: sometimes", "train.schedule.rule: "),
         ("      temperature: 1.0", "      temperature: -1", "policies.learner.sampling.temperature: Input should be greater than or equal to 0 (got -1)"),
-        ("    backend: hf ", "    backend: tgi ", "policies.learner.backend: Input should be 'hf', 'vllm' or 'openai' (got 'tgi')"),
+        ("    backend: vllm ", "    backend: tgi ", "policies.learner.backend: Input should be 'hf', 'vllm' or 'openai' (got 'tgi')"),
         ("    vote: {name: grpo", "    vote: {name: grpoo", "learner.estimators.vote.name: unknown estimator 'grpoo'"),
         ("    vote: {name: grpo", "    votes: {name: grpo", "learner.estimators.votes: the game has no phase 'votes'; its phases: perform, vote"),
         ("stages: [[vote], [perform]]", "stages: [[vote], [perfrom]]", "train.schedule: the game has no phase 'perfrom'"),
