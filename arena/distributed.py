@@ -86,6 +86,13 @@ def init(dist: Dist, device: str) -> None:
     torch.distributed.init_process_group(backend="nccl" if cuda else "gloo", rank=dist.rank, world_size=dist.world)
 
 
+def finish(dist: Dist) -> None:
+    """Wait for every rank, then close the process group (a clean exit; no-op for one rank)."""
+    if dist.active and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def _device() -> torch.device:
     """Where collective tensors live: the current GPU under NCCL, else the CPU."""
     if torch.distributed.get_backend() == "nccl":

@@ -5,6 +5,7 @@
     python -m arena.train games/spy/spy.yaml --set learner.lr=3e-6 --max-steps 5
     python -m arena.train games/spy/spy.yaml --resume runs/spy       # newest checkpoint of a run
     torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # 2 ranks (arena/distributed.py)
+    deepspeed --num_gpus 2 --module arena.train games/spy/spy.yaml    # the same, with DeepSpeed's launcher
 
 The whole config (``--set`` overrides included) is validated before any model
 loads; a mistake exits with code 2 and one line naming the field.
@@ -26,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="stop after this step (default: train.steps)")
     p.add_argument("--resume", type=Path, default=None, help="run folder or checkpoint folder to continue from")
     p.add_argument("--run-dir", type=Path, default=None, help="output folder (default: train.run_dir)")
+    # The deepspeed launcher passes --local_rank=N; the rank is read from LOCAL_RANK (arena/distributed.py).
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     seed_everything(cfg.train.seed)
     trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist)
     rows = trainer.run(args.max_steps)
+    distributed.finish(dist)
     if not dist.main:
         return 0
     if cfg.train.plot:
@@ -74,6 +78,9 @@ def check_ranks(cfg: ArenaConfig, world: int) -> None:
     if cfg.train.league.enabled:
         raise ConfigError("train.league.enabled: the league runs in one process only; set it false "
                           "or launch one rank")
+    if cfg.learner.backend == "deepspeed" and cfg.learner.deepspeed.zero_stage == 3:
+        raise ConfigError("learner.deepspeed.zero_stage: 3 is not supported with several ranks yet (each rank's "
+                          "forward passes would have to match in number); use 1 or 2")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ normalisation (tokens, sequences, the longest completion, objective totals, rewe
 values) is over all of them, so the ranks' gradients sum to the one-rank gradient:
 ``sum_grads`` all-reduces them (torch), DeepSpeed averages its own after the loss is
 scaled by the world size. Per-micro-batch statistics are summed over ranks the same way.
+ZeRO-2 reduces inside each backward, so a rank with fewer micro-batches adds zero-loss
+backwards until every rank has run as many (ZeRO-3 also gathers weights in each forward:
+arena.train refuses it with several ranks).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 import torch
 
-from arena.distributed import SINGLE, Dist, sum_grads, sum_tensor, sum_values
+from arena.distributed import SINGLE, Dist, max_value, sum_grads, sum_tensor, sum_values
 from arena.types import Sample
 from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from learners.config import LearnerConfig
@@ -155,6 +158,8 @@ class Learner:
         stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
         gap_sum, gap_count = 0.0, 0.0
         grad_norm = 0.0
+        # ZeRO-2 reduces gradients inside every backward, so every rank must run as many.
+        backwards = int(max_value(self.dist, len(micro))) if self.engine is not None and self.dist.active else 0
         for epoch in range(cfg.updates_per_batch):
             for k, mb in enumerate(micro):
                 logp_full = self._log_softmax(self._forward_model(), mb)  # (b, T, V)
@@ -193,6 +198,8 @@ class Learner:
                     stats["pg_loss"] += float((pg * mb.weights[:, None] * w).sum()) / cfg.updates_per_batch
                     stats["kl"] += float((kl * tok_w).sum()) / cfg.updates_per_batch
                     stats["clip_frac"] += float((clipped * tok_w).sum()) / cfg.updates_per_batch
+            for _ in range(backwards - len(micro)):  # this rank has fewer micro-batches: add zeros
+                self._backward(sum(p.sum() for p in self.module.parameters() if p.requires_grad) * 0.0)
             grad_norm = self._optimizer_step()
         sums = sum_values(self.dist, {**stats, "gap_sum": gap_sum, "gap_count": gap_count, "micro": float(len(micro))})
         gap_sum, gap_count = sums.pop("gap_sum"), sums.pop("gap_count")

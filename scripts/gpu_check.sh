@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: on one GPU, train SpyRL for a few steps with vLLM generation and the
 # DeepSpeed learner, then print a short table (generated tokens/s, seconds per update,
-# generator/learner logprob gap). Run it when a GPU machine is available:
+# generator/learner logprob gap). On 2+ GPUs it then checks 2 ranks over NCCL (below; not yet
+# run on a GPU machine). Run it when a GPU machine is available:
 #     bash scripts/gpu_check.sh [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +27,39 @@ for r in rows:
     print(f"{r['step']:>4} {r['stage']:>8} {r['gen/tokens_per_s']:>10.1f} {r['time/rollout_s']:>10.1f} "
           f"{r['time/update_s']:>9.1f} {('%.4f' % gap) if gap is not None else 'n/a':>12} "
           f"{r.get('game/parseable_vote_rate', float('nan')):>10.2f}")
+PY
+
+# The 2-rank path over NCCL (issue #16), on a machine with 2 or more GPUs. NOT YET RUN ON A GPU
+# MACHINE: written and tested here only on CPU ranks over gloo (tests/test_multirank.py). A 1-rank
+# and a 2-rank run (torchrun, DeepSpeed ZeRO-2 learner, fp32, hf generation on each rank's own GPU)
+# play the same 2 steps of the same global batch; the script prints the largest parameter difference
+# after step 1 and fails above 1e-4 (GPU kernels are not bit-reproducible across batch shapes, so the
+# CPU test's 1e-5 is not asked here), then stops the 2-rank run after step 1 and checks that
+# --resume ends with the uninterrupted run's parameters (within 1e-5: GPU backward kernels that use
+# atomics are not bit-reproducible).
+if [ "$(nvidia-smi --list-gpus | wc -l)" -lt 2 ]; then
+  echo "2-rank NCCL check skipped: fewer than 2 GPUs"
+  exit 0
+fi
+mr="$(mktemp -d /tmp/arena-gpu-ranks.XXXX)"
+sets=(--set policies.learner.device=cuda --set policies.learner.sampling.max_new_tokens=32
+      --set learner.device=cuda --set learner.backend=deepspeed --set learner.deepspeed.zero_stage=2
+      --set runner.num_envs=1 --set runner.progress=false --set train.games_per_step=4 --set train.steps=2
+      --set train.checkpoint_every=1 --set train.keep_checkpoints=2 --set train.plot=false)
+.venv/bin/python -m arena.train games/spy/spy.yaml "${sets[@]}" --run-dir "$mr/one"
+.venv/bin/torchrun --standalone --nproc_per_node 2 -m arena.train games/spy/spy.yaml "${sets[@]}" --run-dir "$mr/two"
+.venv/bin/torchrun --standalone --nproc_per_node 2 -m arena.train games/spy/spy.yaml "${sets[@]}" --run-dir "$mr/resumed" --max-steps 1
+.venv/bin/torchrun --standalone --nproc_per_node 2 -m arena.train games/spy/spy.yaml "${sets[@]}" --run-dir "$mr/resumed" --resume "$mr/resumed"
+.venv/bin/python - "$mr" <<'PY'
+import sys
+from safetensors.torch import load_file
+mr = sys.argv[1]
+def w(run, step):
+    return load_file(f"{mr}/{run}/checkpoints/step_{step:06d}/model/model.safetensors")
+def diff(a, b):
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+d1 = diff(w("one", 1), w("two", 1))
+d2 = diff(w("two", 2), w("resumed", 2))
+print(f"2 ranks over NCCL: max |param diff| vs 1 rank after step 1 = {d1:.3g}; resumed vs uninterrupted = {d2:.3g}")
+sys.exit(0 if d1 < 1e-4 and d2 < 1e-5 else 1)
 PY
