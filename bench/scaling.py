@@ -17,9 +17,10 @@ as a training step of N games does) with the built-in model on every seat, and r
 The knee is the first level whose turns/s is under 1.2x the level before it (4x the games
 buying under 20% more throughput): the backend has saturated there.
 
-Then hf with prefix sharing on vs off (``--share-games`` household games x 8 attempts, 2
-steps each: the 8 attempts of a world start from the same prompt): wall time, tokens/s,
-prefill rows saved, and whether both played the very same tokens.
+Then hf with prefix sharing on vs off (``--share-games`` household games x 8 attempts, 1
+step each: the 8 attempts of a world start from the same ~400-token prompt): wall time,
+time generating, prefill rows saved, and whether both played the very same tokens. It runs
+first, so that a slow box still measures it.
 
 A level whose projected time (the previous level's seconds per game x N) would overrun
 ``--budget-s`` is skipped and reported as skipped. Writes the plot (``--out``) and prints
@@ -158,7 +159,7 @@ def run_levels(name: str, policy: Any, make_env: Callable[[], Any], params: Samp
 def prefix_on_off(policy: Any, games: int, params: SamplingParams) -> list[dict[str, Any]]:
     from games.household import HouseholdGame
 
-    make_env = lambda: HouseholdGame(attempts=8, max_steps=2, task_types="all")  # noqa: E731
+    make_env = lambda: HouseholdGame(attempts=8, max_steps=1, task_types="all")  # noqa: E731
     out = []
     for share in (True, False):
         policy.prefix_sharing, saved0 = share, policy.prefill_rows_saved
@@ -222,8 +223,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--players", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=16)
-    ap.add_argument("--share-games", type=int, default=4, help="household games for prefix sharing on/off (0: skip)")
-    ap.add_argument("--budget-s", type=float, default=840.0, help="skip levels projected past this much wall time")
+    ap.add_argument("--share-games", type=int, default=1, help="household games for prefix sharing on/off (0: skip)")
+    ap.add_argument("--budget-s", type=float, default=600.0, help="skip levels projected past this much wall time")
     ap.add_argument("--out", default="bench/scaling.png")
     args = ap.parse_args()
     start = time.perf_counter()
@@ -246,19 +247,18 @@ def main() -> None:
             from policies.hf import HFPolicy
 
             policy = HFPolicy(args.model, dtype=dtype, name="model")
-            wave(make_env, policy, params, 1, 10_000)  # warm-up
-            levels_deadline = own_deadline - (0.25 * (own_deadline - time.perf_counter()) if args.share_games else 0)
-            got, skipped["hf"] = run_levels("hf", policy, make_env, params, args.levels, levels_deadline)
-            rows += got
+            policy.generate([Request(messages=[{"role": "user", "content": "warm up"}], params=params)])
             if args.share_games:
                 share = prefix_on_off(policy, args.share_games, params)
+            got, skipped["hf"] = run_levels("hf", policy, make_env, params, args.levels, own_deadline)
+            rows += got
             del policy
         else:
             from policies.vllm import VLLMPolicy
 
             policy = VLLMPolicy(args.model, dtype=dtype, name="model")
             hits = CacheHits(policy.llm)
-            wave(make_env, policy, params, 4, 10_000)  # warm-up: CPU kernels are built per shape on first use
+            wave(make_env, policy, params, 1, 10_000)  # warm-up: CPU kernels are built per shape on first use
             got, skipped["vllm"] = run_levels("vllm", policy, make_env, params, args.levels, own_deadline, hits)
             rows += got
             del policy
@@ -271,7 +271,7 @@ def main() -> None:
               f"skipped (time budget): {skipped.get(backend) or 'none'}")
     if share:
         on, off = share
-        print(f"\nhf prefix sharing, {args.share_games} household games x 8 attempts, 2 steps: "
+        print(f"\nhf prefix sharing, {args.share_games} household games x 8 attempts, 1 step: "
               f"on {on['wall_s']:.1f} s ({on['gen_s']:.1f} s generating, {on['rows_saved']} prefills saved), "
               f"off {off['wall_s']:.1f} s ({off['gen_s']:.1f} s generating): "
               f"generation x{off['gen_s'] / on['gen_s']:.2f}; same tokens: {on['same_tokens']}")
