@@ -18,19 +18,26 @@ def _requests(n: int, params: SamplingParams) -> list[Request]:
     ]
 
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=1.0, max_new_tokens=24),
-                                    SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=24),
-                                    SamplingParams(temperature=0.0, max_new_tokens=24)], ids=["t1", "t0.7-p0.9", "greedy"])
-def test_logprobs_match_teacher_forced_forward(smol_fp32, params: SamplingParams) -> None:
-    completions = smol_fp32.generate(_requests(6, params))
-    worst = 0.0
-    for comp in completions:
-        assert len(comp.logprobs) == len(comp.completion_ids) > 0
-        forced = smol_fp32.score(comp.prompt_ids, comp.completion_ids, params)
-        worst = max(worst, max(abs(a - b) for a, b in zip(forced, comp.logprobs, strict=True)))
-        assert all(lp <= 0.0 for lp in comp.logprobs)
-    print(f"max |generate logprob - teacher-forced logprob| = {worst:.2e} ({params})")
-    assert worst < 1e-3
+SAMPLINGS = {"t1": SamplingParams(temperature=1.0, max_new_tokens=24),
+             "t0.7-p0.9": SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=24),
+             "greedy": SamplingParams(temperature=0.0, max_new_tokens=24)}
+
+
+def test_logprobs_match_teacher_forced_forward(smol_fp32) -> None:
+    # One generate call holds every sampling mode (two requests each), as a runner's batch does.
+    requests = [r for params in SAMPLINGS.values() for r in _requests(2, params)]
+    completions = smol_fp32.generate(requests)
+    for name, params in SAMPLINGS.items():
+        worst = 0.0
+        for req, comp in zip(requests, completions, strict=True):
+            if req.params != params:
+                continue
+            assert len(comp.logprobs) == len(comp.completion_ids) > 0
+            forced = smol_fp32.score(comp.prompt_ids, comp.completion_ids, params)
+            worst = max(worst, max(abs(a - b) for a, b in zip(forced, comp.logprobs, strict=True)))
+            assert all(lp <= 0.0 for lp in comp.logprobs)
+        print(f"max |generate logprob - teacher-forced logprob| = {worst:.2e} ({name})")
+        assert worst < 1e-3, name
 
 
 def test_same_seeds_same_completions_and_eos_is_kept(smol_fp32) -> None:
