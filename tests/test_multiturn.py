@@ -1,4 +1,4 @@
-"""A 40-step multi-turn game whose prompts outgrow the context plays through hf and vLLM without
+"""A 24-step multi-turn game whose prompts outgrow the context plays through hf and vLLM without
 failing a batch; truncations are recorded and every occurrence of the repeated phase is kept."""
 
 from __future__ import annotations
@@ -10,12 +10,16 @@ from policies.base import SamplingParams
 from policies.hardware import resolve_dtype
 from tests.fixtures.walk import WalkGame
 
-MAX_LEN, BUDGET = 192, 8  # small, so 40 turns outgrow it fast and the test stays short
+MAX_LEN, BUDGET = 192, 8  # small, so the walk outgrows it fast and the test stays short
+# The first prompt is 58 tokens and each step adds "Step i: <reply>" and a newline: with one-token
+# replies the prompt passes MAX_LEN - BUDGET at turn 20, with 8-token replies at turn 10 (counted with
+# the tokenizer); the turns after that play truncated.
+TURNS = 24
 pytestmark = pytest.mark.slow
 
 
 def _play(policy) -> list:
-    runner = Runner(lambda: WalkGame(), {"p": policy}, sampling={"p": SamplingParams(max_new_tokens=BUDGET)}, num_envs=2)
+    runner = Runner(lambda: WalkGame(max_turns=TURNS), {"p": policy}, sampling={"p": SamplingParams(max_new_tokens=BUDGET)}, num_envs=2)
     return runner.play([0, 1])
 
 
@@ -23,12 +27,12 @@ def _check(episodes, overflow: str) -> None:
     for ep in episodes:
         assert ep.truncated and ep.outcome == {}
         if overflow == "truncate":  # the prompt keeps its newest tokens; the step limit ends the game
-            assert len(ep.turns) == 40 and ep.info["truncation"] == "step limit of 40 turns"
-            assert [t.phase_index for t in ep.turns] == list(range(40))
+            assert len(ep.turns) == TURNS and ep.info["truncation"] == f"step limit of {TURNS} turns"
+            assert [t.phase_index for t in ep.turns] == list(range(TURNS))
             assert max(len(t.prompt_ids) for t in ep.turns) == MAX_LEN - BUDGET
             assert all(len(t.prompt_ids) + len(t.completion_ids) <= MAX_LEN for t in ep.turns)
         else:  # the first prompt that does not fit ends the game as a truncation
-            assert 1 < len(ep.turns) < 40 and "context length" in str(ep.info["truncation"])
+            assert 1 < len(ep.turns) < TURNS and "context length" in str(ep.info["truncation"])
         assert all(t.finish_reason in ("stop", "length") for t in ep.turns)
 
 
