@@ -12,16 +12,22 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 class ChatMessage(TypedDict):
-    """One chat message as chat templates expect it."""
+    """One chat message as chat templates expect it.
+
+    ``continue_final`` (optional) on the LAST message, an assistant one: its content is the start of
+    the reply, rendered open for the model to continue (transformers' ``continue_final_message``);
+    the completion is only what the model adds.
+    """
 
     role: str
     content: str
+    continue_final: NotRequired[bool]
 
 
 class Turn(BaseModel):

@@ -85,8 +85,15 @@ class Policy(Protocol):
 
 
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[ChatMessage]) -> list[int]:
-    """Token ids of ``messages`` through the model's chat template, ready for the reply."""
-    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+    """Token ids of ``messages`` through the model's chat template, ready for the reply.
+
+    A last assistant message marked ``continue_final`` is left open, so the reply continues it.
+    """
+    last = messages[-1] if messages else None
+    open_end = bool(last and last["role"] == "assistant" and last.get("continue_final"))
+    ids = tokenizer.apply_chat_template(
+        list(messages), add_generation_prompt=not open_end, continue_final_message=open_end, tokenize=True
+    )
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 

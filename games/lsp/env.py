@@ -114,13 +114,14 @@ class LspGame(LLMGame[LspObservation, LspConfig]):
         )
 
     def render_messages(self, observation: LspObservation) -> list[ChatMessage]:
-        return prompts.render(observation)
+        cfg = self.config
+        return prompts.render(observation, cfg.challenger_prefix, cfg.judge_prefix)
 
     def parse(self, seat: str, text: str) -> Any:
         cfg = self.config
         phase = self.phase.name
         if phase == "challenge":
-            query = extract_query(text, cfg.query_format, cfg.max_query_chars)
+            query = extract_query(cfg.challenger_prefix + text, cfg.query_format, cfg.max_query_chars)
             if isinstance(query, Invalid) or cfg.task_reward != "verifier":
                 return query
             target = arithmetic_target(query)
@@ -128,7 +129,7 @@ class LspGame(LLMGame[LspObservation, LspConfig]):
         if phase == "solve":
             return text
         role = self.role(seat)
-        value = parse_reward(text) if role == "reward" else parse_score(text)
+        value = parse_reward(text) if role == "reward" else parse_score(cfg.judge_prefix + text)
         return Verdict(kind=role, value=value)
 
     def action_text(self, action: Any) -> str | None:

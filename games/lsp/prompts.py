@@ -56,12 +56,17 @@ def judge_text(query: str, answer: str) -> str:
     return JUDGE_PROMPT.format(query=query, answer=answer)
 
 
-def render(obs: LspObservation) -> list[ChatMessage]:
-    """Chat messages for ``obs``."""
+def _opened(messages: list[ChatMessage], prefix: str) -> list[ChatMessage]:
+    """``messages`` plus, for a non-empty ``prefix``, an open assistant message the model continues."""
+    return [*messages, {"role": "assistant", "content": prefix, "continue_final": True}] if prefix else messages
+
+
+def render(obs: LspObservation, challenger_prefix: str = "", judge_prefix: str = "") -> list[ChatMessage]:
+    """Chat messages for ``obs``; the challenger's and judge's replies may start with a written prefix."""
     if obs.role == "challenger":
-        return [{"role": "user", "content": challenger_text(obs.task, obs.template)}]
+        return _opened([{"role": "user", "content": challenger_text(obs.task, obs.template)}], challenger_prefix)
     if obs.role == "solver":
         return [{"role": "user", "content": obs.query}]
     if obs.role == "reward":
         return [{"role": "user", "content": obs.query}, {"role": "assistant", "content": obs.answer}]
-    return [{"role": "user", "content": judge_text(obs.query, obs.answer)}]
+    return _opened([{"role": "user", "content": judge_text(obs.query, obs.answer)}], judge_prefix)

@@ -25,6 +25,18 @@ class LspConfig(GameConfig):
         description="strict: the query is the text between [Start Generation] and [End Generation] (paper); "
         "lenient: also the text after a lone [Start Generation], else the first non-empty line.",
     )
+    challenger_prefix: str = Field(
+        default="",
+        max_length=500,
+        description="Start of the challenger's reply, written for it (an open assistant message the model "
+        "continues); the query is read from prefix + reply. Paper: empty.",
+    )
+    judge_prefix: str = Field(
+        default="",
+        max_length=200,
+        description="Start of the judge's reply, written for it (e.g. '<Score>', so its next token is the "
+        "score); the verdict is parsed from prefix + reply. Paper: empty.",
+    )
     max_query_chars: int = Field(default=2000, ge=8, description="Longer extracted queries are cut to this many characters.")
     task_reward: TaskReward = Field(
         default="reward_model",
