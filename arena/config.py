@@ -30,6 +30,7 @@ from arena.config_policies import (  # noqa: F401  (re-exported: the policy tabl
     ScriptedSpec,
     shorthand_policy,
 )
+from arena.evals import EvalSpec, check_names
 from arena.registry import UnknownName, game_class
 from learners.config import JointConfig, LearnerConfig, ScheduleConfig
 from learners.schedule import schedule_phases
@@ -126,6 +127,17 @@ class TrainConfig(BaseModel):
         default=2, ge=1, description="Completions the weight-sync canary scores (the step's shortest trainable "
         "turns; each costs a forward pass on both sides: about 10 s a sample for the built-in model on 2 CPU cores).",
     )
+    evals: list[EvalSpec] = Field(
+        default_factory=list, description="Evaluations inside training on held-out games (arena/evals.py): at step 0 "
+        "(the untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> with a "
+        "95% interval.",
+    )
+
+    @field_validator("evals")
+    @classmethod
+    def _unique_eval_names(cls, value: list[EvalSpec]) -> list[EvalSpec]:
+        check_names(value)
+        return value
 
     @field_validator("sync_canary_max_gap", mode="before")
     @classmethod
@@ -324,6 +336,10 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
         if name not in cfg.policies and shorthand_policy(name) is None:
             known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
             raise ConfigError(f"{origin}: seats.{pattern}: unknown policy {name!r}; known: {known}")
+    if cfg.train.evals:
+        from arena.evals import check_evals
+
+        check_evals(cfg, origin)
     env = cfg.game.make_env()
     seat_map = cfg.seat_table()
     for seat in env.possible_agents:

@@ -1,7 +1,8 @@
 """``python -m arena.plot RUN_DIR``: draw a run's curves to ``RUN_DIR/curves.png``.
 
 Panels: the game's own (``LLMGame.plot_panels``, e.g. SpyRL's reward per role
-and detection), then KL to the reference and the generator/learner logprob gap.
+and detection), then KL to the reference and the generator/learner logprob gap,
+then one per evaluation inside training (``train.evals``) with its intervals shaded.
 The game is read from the run's ``config.json``.
 """
 
@@ -35,7 +36,16 @@ def panels_for(run_dir: Path, rows: list[dict]) -> list[tuple[str, tuple[str, ..
         rewards = tuple(sorted({k for r in rows for k in r if k.startswith("reward/")}))
         game_panels = (("reward per role", rewards),)
     league = [LEAGUE_PANEL] if any(r.get("league/rating") is not None for r in rows) else []
-    return [*game_panels, *FRAMEWORK_PANELS, *league]
+    return [*game_panels, *FRAMEWORK_PANELS, *league, *eval_panels(rows)]
+
+
+def eval_panels(rows: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
+    """One panel per evaluation inside training (arena/evals.py): its metrics' means over steps;
+    ``plot_run`` shades each one's ``_lo``..``_hi`` interval."""
+    keys = sorted({k for r in rows for k in r if k.startswith("eval/") and not k.endswith(("_lo", "_hi"))})
+    names = dict.fromkeys(k.split("/")[1] for k in keys)
+    return [(f"eval {name}: held-out games, 95% interval (step 0: untrained)",
+             tuple(k for k in keys if k.split("/")[1] == name)) for name in names]
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -63,7 +73,13 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
             points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
             if points:
                 xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", markersize=3, label=key.split("/")[-1])
+                label = key.split("/", 2)[-1] if key.startswith("eval/") else key.split("/")[-1]
+                line, = ax.plot(xs, ys, marker="o", markersize=3, label=label)
+                band = [(r["step"], r[f"{key}_lo"], r[f"{key}_hi"]) for r in rows
+                        if r.get(key) is not None and r.get(f"{key}_lo") is not None and r.get(f"{key}_hi") is not None]
+                if band:
+                    bx, lo, hi = zip(*band, strict=True)
+                    ax.fill_between(bx, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -38,7 +38,7 @@ from learners.samples import build_samples
 from learners.schedule import make_schedule
 from learners.update import Learner
 
-TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s")
+TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s")
 
 
 def seed_everything(seed: int) -> None:
@@ -120,6 +120,12 @@ class Trainer:
         if dist.main:
             (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
         self._tb = None
+        self.last_step = cfg.train.steps
+        self.evals = None
+        if cfg.train.evals:  # held-out games with the current weights (arena/evals.py)
+            from arena.evals import TrainEvals
+
+            self.evals = TrainEvals(cfg, run_dir, dist)
         self.episode_log = None
         if cfg.train.save_episodes and dist.main:
             from arena.view.record import EpisodeLog
@@ -137,8 +143,12 @@ class Trainer:
 
     # -------------------------------------------------------------- the loop
     def run(self, max_steps: int | None = None) -> list[dict[str, float]]:
-        last = self.cfg.train.steps if max_steps is None else min(self.cfg.train.steps, max_steps)
+        last = self.last_step = self.cfg.train.steps if max_steps is None else min(self.cfg.train.steps, max_steps)
         rows = []
+        if self.step == 0 and self.evals is not None:  # the untrained model, on the games every evaluation plays
+            row0 = self.evals.run(0, last, self.policies, self.state)
+            if row0:
+                self._log({"step": 0, **row0}, [])
         bar = None
         if self.cfg.runner.progress:
             from tqdm.auto import tqdm
@@ -211,6 +221,8 @@ class Trainer:
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0,
             "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(t1 - t0, 1e-9),
         })
+        if self.evals is not None:  # after the weight sync and the state update; outside the step's timing
+            row.update(self.evals.run(step, self.last_step, self.policies, self.state))
         self._log(row, episodes)
         if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
             check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)

@@ -1,0 +1,244 @@
+"""Evaluation inside training (``train.evals``): held-out games played with the current weights.
+
+Each entry of ``train.evals`` names an evaluation::
+
+    train:
+      evals:
+        - {name: held_out, every: 2, games: 8, set: {game.split: eval, game.task_types: held_out},
+           metrics: [success_rate, "success/*"]}
+
+When
+    At step 0 (before any update: the untrained base model), at every step
+    that is a multiple of ``every`` (default ``train.checkpoint_every``), and
+    after the last step of the run (``train.steps`` or ``--max-steps``).
+
+Which games
+    The game with the run's settings plus ``set`` (game keys only, validated
+    against the game's config model at start-up), on the held-out seeds of
+    ``arena.eval``, ``2**40 + train.seed * 1_000_003 + i`` for ``i < games``:
+    a range training never reaches, and the SAME games at every evaluation, so
+    the points of one evaluation are paired across steps (the step-0 point is
+    the untrained model on exactly these games).
+
+How
+    Through the run's own runner setup: the same policies and seat table, the
+    trainable seats on the generation policy just after the step's weight
+    sync, the same sampling settings, the game's cross-episode state read but
+    never updated. No gradient; the global RNGs are saved and restored around
+    it, so training (its metrics and parameters) is identical with evaluations
+    on or off. Request seeds are the runner's per-turn seeds mixed with a hash
+    of ``(train.seed, name, step)``, so an evaluation due after ``--resume``
+    gives the numbers an uninterrupted run gives. Evaluation episodes are never
+    trained on; with ``train.save_episodes`` they are written to
+    ``<run_dir>/evals/<name>/step_<S>.jsonl``.
+
+What is logged
+    In the step's row of metrics.jsonl (and TensorBoard): for each metric ``m``
+    (a key of ``arena.eval.per_episode`` without its ``game/`` prefix:
+    the game's episode metrics, ``invalid_turn_rate``, ``truncated_rate``,
+    ``reward/<role>``, ``outcome/<role>``; fnmatch patterns allowed; default
+    all), ``eval/<name>/<m>`` (the mean over the games that report it) and
+    ``eval/<name>/<m>_lo``, ``_hi``: the 95% percentile-bootstrap interval of
+    ``arena.eval.bootstrap``, resampling games with a seed from
+    ``(train.seed, name, step)``. Also ``time/eval_s``. Several ranks: rank 0
+    plays every evaluation game while the others wait at a barrier.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class EvalSpec(BaseModel):
+    """One evaluation run inside training (arena/evals.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Name in the logged keys (eval/<name>/<metric>) and in <run_dir>/evals/<name>/.")
+    every: int | None = Field(default=None, ge=1, description="Steps between evaluations (default: "
+                              "train.checkpoint_every); step 0 and the run's last step are always evaluated.")
+    games: int = Field(default=8, ge=2, description="Held-out games per evaluation (the same seeds every time).")
+    set: dict[str, Any] = Field(default_factory=dict, description="Game settings for these games, as "
+                                "'game.<key>' -> value (dotted keys reach nested settings), over the run's own.")
+    metrics: list[str] | None = Field(default=None, description="Metrics to log (episode metric names, "
+                                      "invalid_turn_rate, truncated_rate, reward/<role>; fnmatch patterns); "
+                                      "default: all of them.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.match(value):
+            raise ValueError("must be letters, digits, '_' or '-' (it names log keys and a folder)")
+        return value
+
+    @field_validator("set")
+    @classmethod
+    def _game_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not str(key).startswith("game.") or str(key) == "game.name":
+                raise ValueError(f"{key!r}: only game settings can be set here, as 'game.<key>' (not game.name)")
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _some_metrics(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("name at least one metric, or leave it out for all")
+        return value
+
+
+def check_names(evals: Sequence[EvalSpec]) -> None:
+    """Names are unique (they key the logs)."""
+    names = [e.name for e in evals]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"two evaluations are named {name!r}; names must be unique")
+
+
+def eval_settings(game_cls: Any, settings: BaseModel, spec: EvalSpec, origin: str = "config") -> BaseModel:
+    """The run's game settings with ``spec.set`` on top, validated by the game's own config model;
+    a bad key or value is a one-line :class:`~arena.config.ConfigError` naming the field."""
+    from arena.config import ConfigError, format_validation_error
+
+    raw = settings.model_dump(by_alias=True)
+    for dotted, value in spec.set.items():
+        keys = dotted.removeprefix("game.").split(".")
+        node = raw
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{origin}: train.evals.{spec.name}.set.{dotted}: {key!r} is not a section of the game's settings")
+            node = child
+        node[keys[-1]] = value
+    try:
+        return game_cls.config_type.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(f"{origin}: {format_validation_error(e, f'train.evals.{spec.name}.set.game')}") from None
+
+
+def check_evals(cfg: Any, origin: str = "config") -> None:
+    """Start-up check of every evaluation's game settings (before any model loads)."""
+    for spec in cfg.train.evals:
+        eval_settings(cfg.game.cls, cfg.game.settings, spec, origin)
+
+
+def is_due(spec: EvalSpec, step: int, last: int, checkpoint_every: int) -> bool:
+    """Step 0, every ``every`` steps, and the run's last step."""
+    every = spec.every or checkpoint_every
+    return step == 0 or step % every == 0 or step == last
+
+
+def derived_seed(*parts: Any) -> int:
+    """A 63-bit seed from its parts (stable across processes and Python versions)."""
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+class ReseededPolicy:
+    """A policy whose requests' seeds are mixed with a salt (the evaluation's (seed, name, step))."""
+
+    def __init__(self, policy: Any, salt: int):
+        self.policy, self.salt = policy, salt
+        self.name = getattr(policy, "name", "policy")
+
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
+        mixed = [r.model_copy(update={"seed": derived_seed(self.salt, r.seed)}) for r in requests]
+        return self.policy.generate(mixed)
+
+
+def select(summary: Mapping[str, Mapping[str, float]], patterns: Sequence[str] | None) -> dict[str, str]:
+    """Logged metric name -> summary key, for the metrics the patterns pick (all when None)."""
+    names = {key.removeprefix("game/"): key for key in summary}
+    if patterns is None:
+        return names
+    return {n: k for n, k in names.items() if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
+
+
+def eval_row(name: str, summary: Mapping[str, Mapping[str, float]], patterns: Sequence[str] | None) -> dict[str, float]:
+    """``eval/<name>/<m>``, ``..._lo``, ``..._hi`` for the selected metrics."""
+    row: dict[str, float] = {}
+    for metric, key in sorted(select(summary, patterns).items()):
+        s = summary[key]
+        row |= {f"eval/{name}/{metric}": s["mean"], f"eval/{name}/{metric}_lo": s["low"],
+                f"eval/{name}/{metric}_hi": s["high"]}
+    return row
+
+
+class TrainEvals:
+    """The run's evaluations: built once, played when due (``Trainer`` calls :meth:`run`)."""
+
+    def __init__(self, cfg: Any, run_dir: Path, dist: Any):
+        self.cfg, self.run_dir, self.dist = cfg, run_dir, dist
+        self.specs = list(cfg.train.evals)
+        self.settings = {s.name: eval_settings(cfg.game.cls, cfg.game.settings, s) for s in self.specs}
+
+    def due(self, step: int, last: int) -> list[EvalSpec]:
+        return [s for s in self.specs if is_due(s, step, last, self.cfg.train.checkpoint_every)]
+
+    def seeds(self, spec: EvalSpec) -> list[int]:
+        from arena.eval import held_out_seeds
+
+        return held_out_seeds(self.cfg.train.seed, spec.games)
+
+    def run(self, step: int, last: int, policies: Mapping[str, Any], state: Any = None) -> dict[str, float]:
+        """Play the evaluations due at ``step`` (rank 0) and return their row (empty elsewhere)."""
+        from arena.distributed import barrier
+
+        due = self.due(step, last)
+        if not due:
+            return {}
+        row: dict[str, float] = {}
+        if self.dist.main:
+            t0 = time.perf_counter()
+            for spec in due:
+                row |= self.play(spec, step, policies, state)
+            row["time/eval_s"] = time.perf_counter() - t0
+        barrier(self.dist)
+        return row
+
+    def play(self, spec: EvalSpec, step: int, policies: Mapping[str, Any], state: Any = None) -> dict[str, float]:
+        """One evaluation: its games with the given policies, summarised; the global RNGs untouched."""
+        import torch
+
+        from arena.build import sampling_table
+        from arena.checkpoint import rng_state, set_rng_state
+        from arena.config import ConfigError
+        from arena.eval import summarise
+        from arena.runner import Runner, SeatMap
+        from arena.types import write_jsonl
+
+        salt = derived_seed(self.cfg.train.seed, spec.name, step)
+        wrapped = {name: ReseededPolicy(p, salt) for name, p in policies.items()}
+        settings, game_cls = self.settings[spec.name], self.cfg.game.cls
+        runner = Runner(lambda: game_cls(settings), wrapped, SeatMap(self.cfg.seat_table()), sampling_table(self.cfg),
+                        num_envs=self.cfg.runner.num_envs, progress=self.cfg.runner.progress, state=state)
+        saved = rng_state()
+        try:
+            with torch.no_grad():
+                episodes = runner.play(self.seeds(spec))
+        finally:
+            set_rng_state(saved)
+        summary = summarise(episodes, seed=salt % 2**32)
+        if spec.metrics is not None:
+            missing = [p for p in spec.metrics if not select(summary, [p])]
+            if missing:
+                known = ", ".join(sorted(select(summary, None)))
+                raise ConfigError(f"train.evals.{spec.name}.metrics: no game reported {', '.join(map(repr, missing))}; "
+                                  f"reported: {known}")
+        if self.cfg.train.save_episodes:
+            folder = self.run_dir / "evals" / spec.name
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"step_{step:06d}.jsonl"
+            path.unlink(missing_ok=True)  # a resumed run replays the step: its file starts afresh
+            write_jsonl(episodes, path)
+        return eval_row(spec.name, summary, spec.metrics)
