@@ -8,7 +8,10 @@
     deepspeed --num_gpus 2 --module arena.train games/spy/spy.yaml    # the same, with DeepSpeed's launcher
 
 The whole config (``--set`` overrides included) is validated before any model
-loads; a mistake exits with code 2 and one line naming the field.
+loads; a mistake exits with code 2 and one line naming the field. A policy server
+(``backend: openai``) that stops answering mid-run, after its retries, exits with
+code 1 and one line: the server's URL, the newest checkpoint, and the command to
+continue once the server is back (the unfinished step is not saved).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from arena.cli import run_cli
-from arena.config import ArenaConfig, ConfigError, load_config
+from arena.config import ArenaConfig, ConfigError, RunStopped, load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
 
     distributed.init(dist, cfg.learner.device)
     seed_everything(cfg.train.seed)
-    trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist)
-    rows = trainer.run(args.max_steps)
+    from policies.openai import ServerError
+
+    try:
+        trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist)
+        rows = trainer.run(args.max_steps)
+    except ServerError as e:
+        raise RunStopped(server_lost(e, run_dir)) from None
     distributed.finish(dist)
     if not dist.main:
         return 0
@@ -67,6 +75,19 @@ def main(argv: list[str] | None = None) -> int:
         print("last step:", ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     print(f"run folder: {run_dir} (metrics.jsonl, tensorboard/, checkpoints/)")
     return 0
+
+
+def server_lost(err: Exception, run_dir: Path) -> str:
+    """The one line for a policy server that failed mid-run: what failed, what was kept, how to go on."""
+    from arena.checkpoint import find_checkpoint
+
+    what = " ".join(str(err).split())  # a server's reply quoted in it may hold line breaks
+    try:
+        newest = find_checkpoint(run_dir).name
+    except FileNotFoundError:
+        return f"{what} No checkpoint yet: once the server answers again, run the same command again."
+    return (f"{what} The unfinished step was not saved; the newest checkpoint is {newest}. Once the server "
+            f"answers again, run the same command with --resume {run_dir}")
 
 
 def check_ranks(cfg: ArenaConfig, world: int) -> None:

@@ -14,9 +14,15 @@ OpenAI servers), ``top_p``, ``max_tokens`` and the ``stop`` strings, which the
 server cuts from the text.
 
 Requests of one batch go out concurrently (the server batches them). Every call
-has a timeout; connection failures and 5xx answers are retried a bounded number
-of times; anything else that is not the expected JSON raises
-:class:`ServerError` naming the server and what came back. Nothing hangs.
+has a timeout (``timeout_s``); connection failures (refused, reset, a reply cut
+short: a server that died) and 5xx answers are retried ``retries`` times after
+``backoff_s * 2**k`` seconds (k = 0, 1, ...), so a dead server costs at most
+``retries + 1`` attempts and ``backoff_s * (2**retries - 1)`` seconds of waiting
+(plus ``timeout_s`` per attempt only for a server that accepts connections and
+never answers). Then, and for anything else that is not the expected JSON, it
+raises :class:`ServerError`, one line naming the policy, the URL and what came
+back. Nothing hangs; ``python -m arena.train`` turns it into a one-line exit
+(code 1) that says how to resume.
 
 Prompts over the context limit fail only their own request, never the batch:
 
@@ -34,6 +40,7 @@ Prompts over the context limit fail only their own request, never the batch:
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import threading
@@ -132,15 +139,17 @@ class OpenAIPolicy:
                     raise ContextOverflow(f"{url}: {detail[:300]}") from None
                 detail = detail[:300]
                 raise ServerError(f"{url} rejected the request (HTTP {e.code}): {detail}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                last = str(getattr(e, "reason", e))
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, http.client.HTTPException) as e:
+                # http.client.HTTPException: a reply cut short (IncompleteRead) by a server that died mid-answer
+                last = str(getattr(e, "reason", e)) or type(e).__name__
                 continue
             try:
                 return json.loads(raw)
             except json.JSONDecodeError:
                 raise ServerError(f"{url} returned non-JSON: {raw[:200]!r}") from None
         raise ServerError(
-            f"cannot reach {url} after {self.retries + 1} attempts ({last}); is the server running?"
+            f"policy '{self.name}': cannot reach {url} after {self.retries + 1} attempts ({last}); "
+            "is the server running?"
         )
 
     # ------------------------------------------------------------------ policy
