@@ -25,6 +25,28 @@ Internalisation (public code, ``compute_jsd_loss`` with ``action_ig_enabled``): 
 action's distillation loss is its token-mean JSD; weight ``1 + beta * c`` with ``c`` the
 tanh of the z-score of the actions' JSD, re-centred to mean 0 and scaled to max |c| = 1
 (weights mean exactly 1, at most 1 + beta); loss = mean over actions of weight x JSD.
+
+Logged every step (the learner's stats, so metrics.jsonl; names are stable). Means are over
+the WHOLE batch's actions, every rank's, taken once from per-action values; NaN (null in
+metrics.jsonl) when there is no action to take them over.
+
+* ``auso/w_int`` (``auso_distill``'s schedule), ``auso/w_util`` (``auso_utilise``'s): every
+  step, 0 included, so the 2:5:3 shape shows in the curves.
+* Internalisation, at steps with ``w_int > 0``: ``auso/int_actions`` (selected actions: with
+  the teacher probe and, with ``only_failed``, of all-fail tasks), ``auso/int_skipped`` (1 when
+  the term was skipped for the length cap, else 0), ``auso/int_capped_share`` (the batch's
+  responses that hit the cap), ``auso/int_jsd_mean`` / ``auso/int_jsd_max`` (per-action JSD to
+  the teacher probe, token mean over the action), ``auso/int_weight_min|max|mean`` (the action
+  weights ``1 + beta c``).
+* Utilisation, at steps with ``w_util > 0``, over the actions with the no-skill probe:
+  ``auso/util_sensitivity_mean|std|min|max`` (``I_t``; std is the population one),
+  ``auso/util_gate_mean`` and ``auso/util_gate_zero_share`` (``4p(1-p)`` over the TASKS, and
+  the share of tasks whose gate is 0), ``auso/util_m_min|max`` (the re-centred tanh ``m``),
+  ``auso/util_weight_min|max|mean`` (``w_t``).
+* Per action (``Sample.extras``, saved per turn in ``<run_dir>/episodes/`` for ``arena.view``):
+  ``auso_jsd`` (internalising: the JSD to the teacher probe; utilising: ``I_t``) and
+  ``auso_weight`` (internalising: the distillation weight; utilising: ``w_t``). The stages never
+  overlap (``w_int`` is 0 from ``b1`` on, ``w_util`` until ``b2 >= b1``), so one term writes them.
 """
 
 from __future__ import annotations
@@ -169,6 +191,16 @@ def utilisation_weights(
     return 1.0 + beta * w_util * pass_gate(pass_rate) * m
 
 
+def summary(x: torch.Tensor, prefix: str, parts: tuple[str, ...] = ("mean", "min", "max")) -> dict[str, float]:
+    """``{prefix_mean: ..., prefix_min: ..., ...}`` of ``x``'s non-NaN values (population ``std``);
+    all NaN when there are none."""
+    x = x[~x.isnan()].double()
+    if x.numel() == 0:
+        return {f"{prefix}_{part}": math.nan for part in parts}
+    fns = {"mean": x.mean, "min": x.min, "max": x.max, "std": lambda: x.std(correction=0)}
+    return {f"{prefix}_{part}": float(fns[part]()) for part in parts}
+
+
 def internalisation_weights(action_jsd: torch.Tensor, beta: float = 0.2, ramp: float = 1.0) -> torch.Tensor:
     """Detached weights ``1 + beta * ramp * c`` over the actions (one group): mean exactly 1,
     between ``1 - beta`` and ``1 + beta``. ``(N,) -> (N,)``."""
@@ -255,13 +287,38 @@ class AusoDistill(Objective):
     responses run into the length cap (:func:`distill_allowed`).
     """
 
+    records = ("jsd", "weight")
+
     def __init__(self, options: AusoDistillOptions, coef: float):
         super().__init__(options, coef)
         self.probes = (options.probe,)
         self.topk = options.topk
 
+    def _w_int(self, progress: Progress | None) -> float:
+        return 1.0 if progress is None else stage_weights(progress, self.options.schedule).w_int
+
     def active_at(self, progress: Progress | None) -> bool:
-        return progress is None or stage_weights(progress, self.options.schedule).w_int > 0.0
+        return self._w_int(progress) > 0.0
+
+    def step_stats(
+        self, samples: Any, records: Any, progress: Progress | None
+    ) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+        """``auso/w_int`` always; the internalisation statistics at steps with ``w_int > 0``;
+        per action ``auso_jsd`` and ``auso_weight`` (module docstring)."""
+        w_int = self._w_int(progress)
+        stats = {"auso/w_int": w_int}
+        if w_int == 0.0:
+            return stats, {}
+        capped = sum(s.extras.get("finish_reason") == "length" for s in samples) / len(samples) if samples else 0.0
+        stats |= {
+            "auso/int_actions": float(sum(self._selected(s) for s in samples)),
+            "auso/int_skipped": float(not self._allowed(samples)),
+            "auso/int_capped_share": capped,
+        }
+        nan = torch.full((len(samples),), math.nan, dtype=torch.float64)
+        jsds, weights = records.get("jsd", nan), records.get("weight", nan)
+        stats |= summary(jsds, "auso/int_jsd", ("mean", "max")) | summary(weights, "auso/int_weight")
+        return stats, {"auso_jsd": jsds, "auso_weight": weights}
 
     def _selected(self, sample: Any) -> bool:
         if self.options.probe not in sample.probes:
@@ -280,7 +337,7 @@ class AusoDistill(Objective):
     def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
         opts: AusoDistillOptions = self.options
         zero = ctx.logp.new_zeros(())
-        w_int = 1.0 if ctx.progress is None else stage_weights(ctx.progress, opts.schedule).w_int
+        w_int = self._w_int(ctx.progress)
         samples = ctx.samples
         if w_int == 0.0 or opts.probe not in ctx.probes or not samples or not self._allowed(samples):
             return zero
@@ -297,6 +354,10 @@ class AusoDistill(Objective):
             step = ctx.progress.step if ctx.progress is not None else 1
             ramp = min(1.0, step / opts.weight_ramp_steps) if opts.weight_ramp_steps else 1.0
             weights = internalisation_weights(per_action, opts.beta, ramp)
+        for name, values in (("jsd", per_action), ("weight", weights)):
+            row = torch.full(rows.shape, math.nan, dtype=torch.float64)
+            row[rows.cpu()] = values.detach().double().cpu()
+            ctx.record[name] = row
         return self.coef * w_int * (weights * per_action).sum() / n
 
 
@@ -359,13 +420,43 @@ class AusoUtilise(Objective):
         values = action_mean(jsd(p, q), batch.completion_mask)
         return torch.where(d.present, values, torch.full_like(values, math.nan))
 
-    def action_weights(self, samples: Any, values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
-        w_util = self._w_util(progress)
-        if w_util == 0.0:
-            return torch.ones_like(values)
+    @staticmethod
+    def _tasks(samples: Any, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each sample's task id and pass rate, and which samples have a value; a sample without
+        one is a task of its own with pass rate 0 (gate 0, weight 1)."""
         present = ~values.isnan()
         keys = [s.extras.get("group", "") if present[i] else f"\x00{i}" for i, s in enumerate(samples)]
         groups = group_index([{"task": str(k)} for k in keys], ["task"])
         rates = torch.tensor([float(s.extras.get("pass_rate", 0.0)) if present[i] else 0.0 for i, s in enumerate(samples)],
                              dtype=values.dtype)
+        return groups, rates, present
+
+    def action_weights(self, samples: Any, values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
+        w_util = self._w_util(progress)
+        if w_util == 0.0:
+            return torch.ones_like(values)
+        groups, rates, _ = self._tasks(samples, values)
         return utilisation_weights(values.nan_to_num(0.0), groups, rates, w_util, self.options.beta, self.options.clip)
+
+    def step_stats(
+        self, samples: Any, records: Any, progress: Progress | None
+    ) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+        """``auso/w_util`` always; the utilisation statistics at steps that reweighted; per
+        action ``auso_jsd`` (``I_t``) and ``auso_weight`` (``w_t``) (module docstring)."""
+        stats = {"auso/w_util": self._w_util(progress)}
+        values = records.get("value")
+        if values is None:
+            return stats, {}
+        groups, rates, present = self._tasks(samples, values)
+        nan = torch.full_like(values, math.nan)
+        m = torch.where(present, centred_tanh(values.nan_to_num(0.0), groups, self.options.clip), nan)
+        weights = torch.where(present, records["weight"].to(values), nan)
+        tasks = groups[present].unique()
+        gate = pass_gate(torch.zeros(int(groups.max()) + 1, dtype=values.dtype).index_copy_(0, groups, rates))[tasks]
+        stats |= summary(values, "auso/util_sensitivity", ("mean", "std", "min", "max"))
+        stats |= {
+            "auso/util_gate_mean": float(gate.mean()) if gate.numel() else math.nan,
+            "auso/util_gate_zero_share": float((gate == 0.0).double().mean()) if gate.numel() else math.nan,
+        }
+        stats |= summary(m, "auso/util_m", ("min", "max")) | summary(weights, "auso/util_weight")
+        return stats, {"auso_jsd": values, "auso_weight": weights}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -74,6 +74,9 @@ class ObjectiveContext:
     totals: BatchTotals
     #: the WHOLE batch (``batch.index`` are this micro-batch's positions in it): extras, lengths.
     samples: Sequence[Sample] = ()
+    #: per-row values a term's ``loss`` leaves for the step's log: name (one of its ``records``)
+    #: -> ``(b,)`` detached, NaN for rows without a value; the learner gathers them per term.
+    record: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def topk_tail(self, probe: str, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Policy (with grad) and probe (no grad) log-probs over the probe's top-``k`` tokens
@@ -103,6 +106,8 @@ class Objective(ABC):
     probes: tuple[str, ...] = ()
     topk: int = 0
     reweights: bool = False
+    #: names of the per-row values ``loss`` may put in ``ctx.record`` (see :meth:`step_stats`).
+    records: tuple[str, ...] = ()
 
     def active_at(self, progress: Progress | None) -> bool:
         """Whether the term does anything at this step; if not, its probes are not scored."""
@@ -119,6 +124,21 @@ class Objective(ABC):
     def action_weights(self, samples: Sequence[Sample], values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
         """Advantage multipliers for the whole batch from its values. ``(N,) -> (N,)``."""
         raise NotImplementedError
+
+    def step_stats(
+        self, samples: Sequence[Sample], records: Mapping[str, torch.Tensor], progress: Progress | None
+    ) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+        """The step's statistics, and per-sample values to keep, from the whole batch's records.
+
+        Called once per step on every rank, after the update, whether or not the term was
+        active. ``records``: name -> ``(N,)`` float64 over the WHOLE batch (every rank's
+        micro-batches; the mean over ``updates_per_batch`` epochs; NaN where none): each of
+        ``records`` the loss filled, plus ``value`` and ``weight`` (the action values and the
+        weights applied) when the term reweighted this step. Returns ``(stats, per_sample)``:
+        stats go to the step's metrics as named; each ``per_sample`` ``(N,)`` vector is written,
+        where not NaN, into the samples' ``extras`` under its name (the episode log saves it).
+        """
+        return {}, {}
 
     def __init__(self, options: Any, coef: float):
         self.options = options

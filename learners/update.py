@@ -24,6 +24,11 @@ normalisation (tokens, sequences, the longest completion, objective totals, rewe
 values) is over all of them, so the ranks' gradients sum to the one-rank gradient:
 ``sum_grads`` all-reduces them (torch), DeepSpeed averages its own after the loss is
 scaled by the world size. Per-micro-batch statistics are summed over ranks the same way.
+Objective terms' per-sample records (``Objective.records``) are gathered whole, each row
+from its own rank, before the terms compute their step statistics from them
+(``Objective.step_stats``): a mean over samples is taken once, over all of them, never a
+mean of per-rank or per-micro-batch means. Their per-sample values (AUSO's ``auso_jsd`` and
+``auso_weight``) are written into the samples' ``extras``, which the episode log saves.
 ZeRO-2 reduces inside each backward, so a rank with fewer micro-batches adds zero-loss
 backwards until every rank has run as many (ZeRO-3 also gathers weights in each forward:
 arena.train refuses it with several ranks).
@@ -31,7 +36,8 @@ arena.train refuses it with several ranks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -154,7 +160,10 @@ class Learner:
             ref = [self._logprobs(self.ref_model, mb) for mb in micro] if cfg.beta > 0 else None
             # Probes are scored once, by the weights before this step's updates.
             probes = [self._probe_dists(samples, mb, need) for mb in micro]
-            reweight_stats = self._reweight(samples, micro, probes, progress)
+            reweight_stats, reweight_records = self._reweight(samples, micro, probes, progress)
+        # Each term's per-sample records: (sums, counts) x names x samples, summed over epochs and ranks.
+        kept = {key: torch.zeros(2, len(term.records), n_seqs, dtype=torch.float64)
+                for key, term in self.objectives if term.records}
         stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
         gap_sum, gap_count = 0.0, 0.0
         grad_norm = 0.0
@@ -189,6 +198,9 @@ class Learner:
                         value = term.loss(ctx)
                         loss = loss + value
                         stats[key] += float(value.detach()) / cfg.updates_per_batch
+                        if ctx.record:
+                            _keep(kept[key], term.records, ctx.record, mb.index)
+                            ctx.record.clear()
                 self._backward(loss)
                 with torch.no_grad():
                     tok_w = mb.completion_mask / n_tokens
@@ -206,6 +218,7 @@ class Learner:
         n_micro = sums.pop("micro")
         stats = sums
         stats.update(reweight_stats)
+        stats.update(self._term_stats(samples, kept, reweight_records, progress))
         stats.update(
             grad_norm=grad_norm,
             samples=float(n_seqs),
@@ -224,27 +237,53 @@ class Learner:
         logp = completion_logprobs(self._forward_model(), mb, temperature)
         return [logp[r, : len(s.completion_ids)].tolist() for r, s in enumerate(samples)]
 
+    def _term_stats(
+        self, samples: Sequence[Sample], kept: dict[str, torch.Tensor], reweighted: dict[str, dict[str, torch.Tensor]],
+        progress: Progress | None,
+    ) -> dict[str, float]:
+        """Every term's :meth:`~learners.objectives.Objective.step_stats` from its records over the
+        whole batch (each sample's mean over the epochs it was recorded in; ranks summed first,
+        so a mean over samples is over all of them, once); per-sample values go into ``extras``."""
+        out: dict[str, float] = {}
+        for key, term in self.objectives:
+            records = dict(reweighted.get(key, {}))
+            if key in kept:
+                sums, counts = sum_tensor(self.dist, kept[key])  # a collective: every rank, every step
+                mean = torch.where(counts > 0, sums / counts.clamp(min=1.0), torch.full_like(sums, float("nan")))
+                records |= {name: mean[j] for j, name in enumerate(term.records)}
+            stats, per_sample = term.step_stats(samples, records, progress)
+            out |= stats
+            for name, values in per_sample.items():
+                for i, v in enumerate(values.tolist()):
+                    if not math.isnan(v):
+                        samples[i].extras[name] = v
+        return out
+
     def _reweight(
         self, samples: Sequence[Sample], micro: list[MicroBatch], probes: list[dict[str, ProbeDist]], progress: Progress | None
-    ) -> dict[str, float]:
-        """Terms with ``reweights`` scale each sample's advantage (its token weights) before the update."""
+    ) -> tuple[dict[str, float], dict[str, dict[str, torch.Tensor]]]:
+        """Terms with ``reweights`` scale each sample's advantage (its token weights) before the update.
+        Returns the stats and, per term, its ``value`` and ``weight`` vectors (whole batch)."""
         terms = [(key, term) for key, term in self.objectives if term.reweights_at(progress)]
         if not terms:
-            return {}
+            return {}, {}
         values = {key: torch.zeros(len(samples), dtype=torch.float64) for key, _ in terms}
         for mb, mb_probes in zip(micro, probes, strict=True):
             logp = self._log_softmax(self._forward_model(), mb)  # the student's own context, no grad
             for key, term in terms:
                 values[key][mb.index] = term.action_values(mb, logp, mb_probes).double().cpu()
         stats: dict[str, float] = {}
+        records: dict[str, dict[str, torch.Tensor]] = {}
         for key, term in terms:
             values[key] = sum_tensor(self.dist, values[key])  # each row is one rank's, zero elsewhere
             w = term.action_weights(samples, values[key], progress)  # (N,)
             for mb in micro:
                 mb.token_weights = mb.token_weights * w[mb.index].to(mb.token_weights)[:, None]
-            stats |= {f"{key}/value_mean": float(values[key].mean()), f"{key}/weight_min": float(w.min()),
+            # value_mean: over the samples with a value (a term gives NaN to rows it cannot value).
+            stats |= {f"{key}/value_mean": float(values[key].nanmean()), f"{key}/weight_min": float(w.min()),
                       f"{key}/weight_max": float(w.max()), f"{key}/weight_mean": float(w.mean())}
-        return stats
+            records[key] = {"value": values[key], "weight": w.double()}
+        return stats, records
 
     def _backward(self, loss: torch.Tensor) -> None:
         if self.engine is not None:  # DeepSpeed averages the ranks' gradients; ours must sum
@@ -280,3 +319,16 @@ class Learner:
             self.optimizer.load_state_dict(saved if isinstance(saved, list) else [saved])
         else:
             self.optimizer.load_state_dict(saved)
+
+
+def _keep(kept: torch.Tensor, names: Sequence[str], record: Mapping[str, torch.Tensor], index: Sequence[int]) -> None:
+    """Add a micro-batch's records (name -> ``(b,)``, NaN: none) to ``kept`` ``(2, names, N)``: the
+    sums and the counts of each sample's values, at the micro-batch's rows ``index``."""
+    rows = torch.as_tensor(list(index), dtype=torch.long)
+    for j, name in enumerate(names):
+        if name not in record:
+            continue
+        v = record[name].detach().double().cpu()
+        ok = ~v.isnan()
+        kept[0, j].index_add_(0, rows, v.nan_to_num(0.0))
+        kept[1, j].index_add_(0, rows, ok.double())

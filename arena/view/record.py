@@ -9,7 +9,13 @@ episode per line: the :class:`~arena.types.Episode` JSON with, on each turn,
 * ``logprobs`` rounded to 3 decimals;
 * ``advantage``: the advantage the learner trained the turn with, ``None`` for a
   turn it did not train (another policy's, an untrained phase, a dropped group);
-* ``token_weights``: the per-token multipliers of the advantage (AUSO), if any.
+* ``token_weights``: the per-token weights the learner applied to the turn, if any: the
+  advantage multipliers (``Sample.token_weights``) times AUSO's action weight
+  ``auso_weight`` when the turn has one (the viewer's "AUSO action weight" colours);
+* ``auso_jsd``, ``auso_weight`` (AUSO, rounded to 4 decimals; absent otherwise): the action's
+  JSD and weight as the learner set them in ``Sample.extras`` (``learners/auso.py``:
+  internalising, the JSD to the teacher probe and the distillation weight; utilising, the
+  skill sensitivity ``I_t`` and ``w_t``).
 
 Chat prompts repeat from turn to turn, which gzip folds away. Saving stops, with
 one note, once the folder holds ``train.episodes_max_mb``; a replayed step
@@ -35,6 +41,7 @@ from arena.types import Episode, Sample, Turn
 
 EPISODES_DIR = "episodes"
 DROPPED = ("prompt_ids", "completion_ids", "probe_ids", "probes")
+TURN_EXTRAS = ("auso_jsd", "auso_weight")  # Sample.extras the learner sets, saved on the turn
 
 
 def step_file(run_dir: Path, step: int) -> Path:
@@ -80,8 +87,21 @@ def compact_episode(ep: Episode, samples: dict[tuple[str, int], Sample], decode:
         raw["tokens"] = decode(turn.completion_ids) if decode is not None and turn.completion_ids else []
         s = samples.get((ep.episode_id, turn.index))
         raw["advantage"] = None if s is None else round(s.advantage, 4)
-        raw["token_weights"] = None if s is None or s.token_weights is None else [round(w, 3) for w in s.token_weights]
+        raw["token_weights"] = None if s is None else token_weights(s)
+        for key in TURN_EXTRAS:
+            if s is not None and isinstance(s.extras.get(key), int | float):
+                raw[key] = round(float(s.extras[key]), 4)
     return out
+
+
+def token_weights(s: Sample) -> list[float] | None:
+    """The sample's per-token weights (rounded to 3 decimals) times its ``auso_weight``; None if neither."""
+    action = s.extras.get("auso_weight")
+    if s.token_weights is None and not isinstance(action, int | float):
+        return None
+    base = s.token_weights if s.token_weights is not None else [1.0] * len(s.completion_ids)
+    scale = float(action) if isinstance(action, int | float) else 1.0
+    return [round(w * scale, 3) for w in base]
 
 
 class EpisodeLog:
