@@ -11,6 +11,15 @@ text or :class:`~arena.game_types.Invalid` with the reason, and never raises.
   trailing full stop dropped; ``put X in Y`` / ``put X on Y`` read as ALFWorld's
   ``put X in/on Y``) and must then be one of the admissible actions; otherwise
   it is invalid (ALFWorld itself would answer "Nothing happens.").
+
+``match="nearest"`` (a CPU switch, off by default; not in the public code) reads
+more: an unclosed last ``<action>`` counts up to the end of the text, a text with
+no tag at all counts whole, and a text that is not admissible maps to the
+admissible action sharing the most words with it (:func:`nearest_action`).
+Free-form outputs mapped to the closest admissible action is how several
+ALFWorld baselines let small or untuned models act; SmolLM2-135M never names an
+admissible action exactly (0 of 16 samples, even with the reply opened by
+``<action>``), so without it no attempt ever acts and GRPO has nothing to learn.
 """
 
 from __future__ import annotations
@@ -24,6 +33,10 @@ _ACTION = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 _PUT = re.compile(r"^put (.+?) (?:in|on|into|onto|in/on) (.+)$")
 _SPACES = re.compile(r"\s+")
+_OPEN = re.compile(r"<action>", re.IGNORECASE)
+_WORDS = re.compile(r"[a-z0-9]+")
+# Words every command shares; a match on these alone names no action.
+_GLUE = frozenset({"go", "to", "in", "on", "with", "from", "the", "a", "an"})
 
 
 def normalise(text: str) -> str:
@@ -33,20 +46,58 @@ def normalise(text: str) -> str:
     return f"put {m.group(1)} in/on {m.group(2)}" if m else text
 
 
-def parse_action(completion: str, admissible: Collection[str], require_think: bool = True) -> str | Invalid:
-    """The admissible action ``completion`` names, or why it names none."""
+def nearest_action(text: str, admissible: Collection[str]) -> str | None:
+    """The admissible action whose words overlap ``text``'s most (Jaccard of the word sets).
+
+    ``|W(text) & W(a)| / |W(text) | W(a)|`` with W the lower-case alphanumeric words; ties go
+    to the action listed first. None when no action shares a word outside the command
+    glue (go, to, in, on, with, from, articles).
+    """
+    words = set(_WORDS.findall(text.lower()))
+    best, best_score = None, 0.0
+    for action in admissible:
+        aw = set(_WORDS.findall(action))
+        shared = words & aw
+        if not shared - _GLUE:
+            continue
+        score = len(shared) / len(words | aw)
+        if score > best_score:
+            best, best_score = action, score
+    return best
+
+
+def _action_text(completion: str, nearest: bool) -> tuple[str, int] | None:
+    """The action's text and where it starts; None when there is none to read."""
     found = list(_ACTION.finditer(completion))
-    if not found:
+    opened = list(_OPEN.finditer(completion)) if nearest else []
+    if opened and (not found or opened[-1].start() > found[-1].start()):
+        return completion[opened[-1].end():], opened[-1].start()
+    if found:
+        return found[-1].group(1), found[-1].start()
+    return (completion, 0) if nearest else None
+
+
+def parse_action(
+    completion: str, admissible: Collection[str], require_think: bool = True, match: str = "exact"
+) -> str | Invalid:
+    """The admissible action ``completion`` names, or why it names none (``match``: exact | nearest)."""
+    nearest = match == "nearest"
+    read = _action_text(completion, nearest)
+    if read is None:
         return Invalid(reason="no <action>...</action> found")
-    last = found[-1]
-    if require_think and not _THINK.search(completion, 0, last.start()):
+    text, start = read
+    if require_think and not _THINK.search(completion, 0, start):
         return Invalid(reason="no <think>...</think> before the action")
-    action = normalise(last.group(1))
+    action = normalise(text)
     if not action:
         return Invalid(reason="empty action")
-    if action not in admissible:
-        return Invalid(reason=f"not an admissible action: {action[:60]!r}")
-    return action
+    if action in admissible:
+        return action
+    if nearest:
+        close = nearest_action(action, admissible)
+        if close is not None:
+            return close
+    return Invalid(reason=f"not an admissible action: {action[:60]!r}")
 
 
 def format_action(action: str, thought: str = "I follow the plan.") -> str:

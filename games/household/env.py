@@ -53,8 +53,11 @@ class HouseholdGame(LLMGame[HouseholdObservation, HouseholdConfig]):
 
     def __init__(self, config: HouseholdConfig | None = None, render_mode: str | None = None, **overrides: Any):
         super().__init__(config, render_mode, **overrides)
-        if self.config.skills.student == "retrieved" or self.config.skills.probes:
-            skills.load_library(self.config.skills.library)  # a bad library file fails here, not mid-run
+        sk = self.config.skills
+        if sk.student == "retrieved" or sk.probes:
+            skills.load_library(sk.library)  # a bad library file fails here, not mid-run
+        if sk.student == "retrieved" and sk.retriever == "embedding":
+            skills.retriever(sk.library, sk.retriever, sk.embedding_model)  # so does a bad embedding model
 
     def seat_names(self) -> Sequence[str]:
         return [f"agent_{i}" for i in range(self.config.attempts)]
@@ -71,10 +74,12 @@ class HouseholdGame(LLMGame[HouseholdObservation, HouseholdConfig]):
         self.start = start
         lib = cfg.skills.library
         self.student_skills = (
-            skills.student_skills(self.task.description, cfg.skills.k, lib) if cfg.skills.student == "retrieved" else ()
+            skills.student_skills(self.task.description, cfg.skills.k, lib, cfg.skills.retriever, cfg.skills.embedding_model)
+            if cfg.skills.student == "retrieved" else ()
         )
         self.teacher_skills = skills.teacher_skills(lib) if cfg.skills.probes else ()
         self.attempts: dict[str, Attempt] = {}
+        self.approximate = 0  # actions read by action_match: nearest, not named exactly
         for seat in self.possible_agents:
             world = start.copy()
             self.attempts[seat] = Attempt(world, world.intro(), world.admissible())
@@ -96,19 +101,23 @@ class HouseholdGame(LLMGame[HouseholdObservation, HouseholdConfig]):
         )
 
     def render_messages(self, observation: HouseholdObservation) -> list[ChatMessage]:
-        return prompts.render(observation)
+        return prompts.render(observation, self.config.action_prefix)
 
     def probe_prompts(self, seat: str) -> dict[str, list[ChatMessage]]:
         """AUSO's teacher (all skills) and no-skill contexts for the same state, when ``skills.probes``."""
         if not self.config.skills.probes:
             return {}
         return {
-            "teacher": prompts.render(self.observe_seat(seat, self.teacher_skills)),
-            "no_skill": prompts.render(self.observe_seat(seat, ())),
+            "teacher": prompts.render(self.observe_seat(seat, self.teacher_skills), self.config.action_prefix),
+            "no_skill": prompts.render(self.observe_seat(seat, ()), self.config.action_prefix),
         }
 
     def parse(self, seat: str, text: str) -> Any:
-        return parse_action(text, self.attempts[seat].moves, self.config.require_think)
+        text = self.config.action_prefix + text  # the reply continues the written start
+        action = parse_action(text, self.attempts[seat].moves, self.config.require_think, self.config.action_match)
+        if self.config.action_match == "nearest" and not isinstance(action, Invalid):
+            self.approximate += action != parse_action(text, self.attempts[seat].moves, self.config.require_think)
+        return action
 
     def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
         for seat, action in actions.items():
@@ -149,6 +158,7 @@ class HouseholdGame(LLMGame[HouseholdObservation, HouseholdConfig]):
             "out_of_steps_rate": sum(a.status == OUT_OF_STEPS for a in self.attempts.values()) / n,
             "steps": sum(a.steps for a in self.attempts.values()) / n,
             "invalid_rate": invalid / max(1, len(self.turns)),
+            "approximate_rate": self.approximate / max(1, len(self.turns)),
         }
 
     def episode_info(self) -> dict[str, str | int | float | bool | None]:

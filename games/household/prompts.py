@@ -38,8 +38,8 @@ def _history(obs: HouseholdObservation) -> str:
             f"observations and the corresponding actions you took:\n{pairs}\n")
 
 
-def render(obs: HouseholdObservation) -> list[ChatMessage]:
-    """The chat prompt for one attempt's next action."""
+def render(obs: HouseholdObservation, prefix: str = "") -> list[ChatMessage]:
+    """The chat prompt for one attempt's next action; a ``prefix`` opens the reply (``action_prefix``)."""
     actions = ", ".join(f"'{a}'" for a in obs.admissible)
     text = (
         f"You are an expert agent operating in a household environment. Your task is to: {obs.task}\n\n"
@@ -47,4 +47,5 @@ def render(obs: HouseholdObservation) -> list[ChatMessage]:
         f"You are now at step {obs.step + 1} and your current observation is: {obs.observation}\n"
         f"Your admissible actions of the current situation are: [{actions}].\n\n{FORMAT}"
     )
-    return [{"role": "user", "content": text}]
+    opened: list[ChatMessage] = [{"role": "assistant", "content": prefix, "continue_final": True}] if prefix else []
+    return [{"role": "user", "content": text}, *opened]

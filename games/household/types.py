@@ -20,7 +20,16 @@ class SkillsConfig(BaseModel):
         default="retrieved", description="retrieved: the top-k skills for the task in the prompt; none: no skills."
     )
     k: int = Field(default=3, ge=1, le=32, description="How many skills the student prompt gets (public code: 3).")
-    retriever: Literal["bm25"] = Field(default="bm25", description="Lexical BM25 over the skills' titles and texts.")
+    retriever: Literal["bm25", "embedding"] = Field(
+        default="bm25",
+        description="bm25: lexical BM25 over the skills' titles and texts; embedding: cosine of mean-pooled "
+        "embeddings by embedding_model (games/household/skills/).",
+    )
+    embedding_model: str = Field(
+        default="smollm2-135m",
+        description="retriever embedding: a built-in model name, a local model folder or a hub id (no downloads "
+        "here) of any HF encoder or decoder; its mean-pooled last hidden states are the embeddings.",
+    )
     probes: bool = Field(
         default=False,
         description="Record AUSO's probe contexts on every turn: 'teacher' (all skills, principles and mistakes) and "
@@ -48,6 +57,14 @@ class HouseholdConfig(GameConfig):
     receptacles: tuple[int, int] = Field(default=(6, 12), description="Inclusive range of receptacles per room.")
     objects: tuple[int, int] = Field(default=(6, 12), description="Inclusive range of objects per room.")
     require_think: bool = Field(default=True, description="The completion needs <think>...</think> before <action>.")
+    action_prefix: str = Field(
+        default="", description="Written start of every reply (CPU: '<action>'), continued by the model and parsed "
+        "with its reply; the probes get it too. Public code: none.",
+    )
+    action_match: Literal["exact", "nearest"] = Field(
+        default="exact", description="exact (public code): the action must be admissible as written; nearest (CPU): "
+        "otherwise the admissible action sharing the most words (counted in approximate_rate).",
+    )
     skills: SkillsConfig = Field(default_factory=SkillsConfig, description="Skills in the prompt and AUSO's probes.")
 
     @model_validator(mode="after")
