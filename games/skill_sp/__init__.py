@@ -59,8 +59,10 @@ the same sandboxed checkers: the project's set (``heldout.py``, ``data/heldout.j
 logic tasks over every seed skill) or BFCL's ``simple_python`` tasks (``heldout_source: bfcl_simple``,
 ``bfcl.py``, data from the ``bfcl-eval`` package). ``arena.eval`` reports ``game/solver_accuracy``
 with a 95% interval; ``--compare-set`` puts a checkpoint against the base on the same tasks.
-**Not yet implemented:** a held-out success rate logged during training (run ``arena.eval`` on
-checkpoints); routing that reads the graph's edges; loaders for API-Bank and ZebraLogic (none ships
+``train.evals`` logs the same held-out accuracy during training (``skill_sp.yaml``: step 0, every
+checkpoint, the end). ``proposer_prefix`` (off by default; ``{"task": "`` in ``skill_sp.yaml``) opens
+the proposer's reply with that written start, parsed with the reply: SmolLM2-135M wrote no parseable
+proposal unprefixed (0 of 16 samples; 2 of 16 prefixed). **Not yet implemented:** routing that reads the graph's edges; loaders for API-Bank and ZebraLogic (none ships
 in a registry package we found).
 """
 

@@ -214,11 +214,15 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         return SkillSpObservation(role=self.role(seat), task=self.proposal.prompt, kind=self.proposal.kind)  # type: ignore[arg-type]
 
     def render_messages(self, observation: SkillSpObservation) -> list[ChatMessage]:
-        return prompts.render(observation)
+        messages = prompts.render(observation)
+        prefix = self.config.proposer_prefix
+        if prefix and observation.role == "proposer":  # the reply continues this written start
+            messages.append({"role": "assistant", "content": prefix, "continue_final": True})
+        return messages
 
     def parse(self, seat: str, text: str) -> Any:
         if seat == "proposer":
-            return parse_proposal(text)
+            return parse_proposal(self.config.proposer_prefix + text)
         return parse_answer(text)
 
     def action_text(self, action: Any) -> str | None:

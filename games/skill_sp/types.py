@@ -22,6 +22,10 @@ class SkillSpConfig(GameConfig):
         default=0.5, ge=0.0, le=1.0,
         description="Share of episodes in the skill-free exploration stream (1 - alpha; paper alpha = 0.5).",
     )  # fmt: skip
+    proposer_prefix: str = Field(
+        default="", description="Written start of the proposer's reply (CPU: '{\"task\": \"'), continued by the model "
+        "and parsed with its reply. Paper: none.",
+    )
     skills_dir: str | None = Field(default=None, description="Folder of skill packages; default: the seed library.")
     controller: ControllerConfig = Field(default_factory=ControllerConfig, description="Routing, pruning, induction.")
     sandbox: Limits = Field(default_factory=Limits, description="Limits of every sandbox run (validators, checks).")

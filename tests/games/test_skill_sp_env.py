@@ -287,3 +287,16 @@ def test_bfcl_heldout_episode_in_the_sandbox():
     ep = env.episode()
     assert ep.info["skill"] == "bfcl" and ep.metrics == {"solver_accuracy": 0.5}
     assert "calculate_triangle_area" in ep.turns[0].messages[-1]["content"]
+
+
+def test_proposer_prefix_opens_the_reply_and_is_parsed_with_it():
+    prefix = '{"task": "'
+    env = SkillSpGame(**SMALL, proposer_prefix=prefix)
+    env.reset(seed=0, options={"stream": "exploration"})
+    messages = env.render_messages(env.observe(env.agent_selection))
+    assert env.agent_selection == "proposer"
+    assert messages[-1] == {"role": "assistant", "content": prefix, "continue_final": True}
+    env.step(GOOD.removeprefix(prefix))  # the model writes only the rest
+    assert env.turns[0].valid and env.proposal.prompt == "What is 6 * 7?"
+    solver = next(s for s in env.possible_agents if s.startswith("solver") or s.startswith("probe"))
+    assert env.render_messages(env.observe(solver))[-1]["role"] != "assistant"  # only the proposer's is opened
