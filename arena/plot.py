@@ -44,7 +44,7 @@ def eval_panels(rows: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
     ``plot_run`` shades each one's ``_lo``..``_hi`` interval."""
     keys = sorted({k for r in rows for k in r if k.startswith("eval/") and not k.endswith(("_lo", "_hi"))})
     names = dict.fromkeys(k.split("/")[1] for k in keys)
-    return [(f"eval {name}: held-out games, 95% interval (step 0: untrained)",
+    return [(f"eval {name} (held-out seeds; 95% interval; step 0 = untrained)",
              tuple(k for k in keys if k.split("/")[1] == name)) for name in names]
 
 
