@@ -84,8 +84,33 @@ Deviations, all deliberate
       is rewarded for harder problems, and R_Q still comes from the frozen model.
       ``lsp.paper.yaml`` keeps the reward model (Skywork-Reward-V2-Llama-3.2-3B).
 
+    * ``challenger_prefix`` / ``judge_prefix`` (default empty, as in the paper;
+      ``lsp.yaml`` sets both): the start of the challenger's / judge's reply is
+      written for it as an open assistant message (``continue_final``), the
+      model continues it, and the query / verdict is read from prefix + reply;
+      only the model's own tokens are its completion (trained for the
+      challenger). Measured reason (SmolLM2-135M-Instruct, runs/lsp of the
+      previous session, 4 queries a step): with the paper's prompt alone 50-75%
+      of challenger outputs held no checkable arithmetic (prose, the prompt
+      echoed), and the judge never wrote ``<Score>k</Score>`` after its
+      justification (judge_unparseable_rate 1.0), so R and R_Q were 0 and
+      nothing could be learned. With ``challenger_prefix: "[Start
+      Generation]\nWhat is"`` (a one-line query: the challenge phase stops at a
+      newline) and ``judge_prefix: "<Score>"`` with at most 3 greedy tokens
+      stopped at ``</`` or a newline, the judge's next token is its score: the
+      7-criteria justification and the ``<Calculation>`` are skipped (the
+      criteria stay in its prompt); R_Q stays an integer in 0..7 (anything
+      else is unparseable). NOT YET MEASURED on the built-in model (the probe,
+      ``python -m games.lsp.probe games/lsp/lsp.yaml --games 16``, got no CPU
+      time on the shared box in the session that wrote this).
+    * ``final_answer`` (default ``last``): ``after_equals`` reads the number
+      after the first ``=`` ("7 + 5 = 12. To add 7 and 5" -> 12), for answers
+      cut off by the token budget whose last number is a restated operand.
+
 Version history
     v0: first release.
+    v0, later: ``challenger_prefix`` and ``judge_prefix``, off by default (the v0
+    game unchanged, hence no new version).
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ class LspGame(LLMGame[LspObservation, LspConfig]):
         if phase.name == "solve":
             self.answers = {self._index(s): a for s, a in actions.items()}
             if cfg.task_reward == "verifier" and self.target is not None:
-                self.r = {j: arithmetic_reward(self.target, a) for j, a in self.answers.items()}
+                self.r = {j: arithmetic_reward(self.target, a, cfg.final_answer) for j, a in self.answers.items()}
             if cfg.referee_seats:
                 return Phase("referee", tuple(self.referees))
             self._book_rewards()

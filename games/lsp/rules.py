@@ -101,8 +101,21 @@ def arithmetic_target(query: str) -> int | Invalid:
     return Invalid(reason=f"no checkable arithmetic (integers, + - *, at most {MAX_OPERANDS} operands) in the query")
 
 
-def final_number(answer: str) -> float | None:
-    """The solver's final answer: the content of the last ``\\boxed{}`` if it is a number, else the last number."""
+_AFTER_EQUALS = re.compile(r"=\s*+(-?\d[\d,]*+(?:\.\d+)?)")
+
+
+def final_number(answer: str, rule: str = "last") -> float | None:
+    """The solver's final answer.
+
+    ``last``: the content of the last ``\\boxed{}`` if it is a number, else the last number.
+    ``after_equals``: the number right after the first ``=`` (as in "7 + 5 = 12"), else as ``last``;
+    for answers cut off by the token budget, whose last number is often a restated operand.
+    """
+    if rule == "after_equals" and (hit := _AFTER_EQUALS.search(answer)):
+        try:
+            return float(hit.group(1).replace(",", ""))
+        except ValueError:
+            return None
     boxed = re.findall(r"\\boxed\{([^{}]*)\}", answer)
     for candidate in (boxed[-1] if boxed else "", answer):
         numbers = _NUMBER.findall(candidate)
@@ -114,9 +127,9 @@ def final_number(answer: str) -> float | None:
     return None
 
 
-def arithmetic_reward(target: int, answer: str) -> float:
-    """``R(q, a) = 1`` when the answer's final number equals the target, else 0."""
-    got = final_number(answer)
+def arithmetic_reward(target: int, answer: str, rule: str = "last") -> float:
+    """``R(q, a) = 1`` when the answer's final number (``final_number(answer, rule)``) equals the target, else 0."""
+    got = final_number(answer, rule)
     return float(got is not None and got == target)
 
 

@@ -43,6 +43,11 @@ class LspConfig(GameConfig):
         description="reward_model: R(q, a) from the reward-model seats (paper); verifier: checked by `verifier`.",
     )
     verifier: Literal["arithmetic"] = Field(default="arithmetic", description="Verifier used when task_reward is verifier.")
+    final_answer: Literal["last", "after_equals"] = Field(
+        default="last",
+        description="The verifier's reading of an answer: last: the last \\boxed{} or last number; "
+        "after_equals: the number after the first '=', else as last.",
+    )
     unparseable_reward: float = Field(default=0.0, description="R when a reward seat's reply is not a finite number.")
     unparseable_score: int = Field(default=0, ge=0, le=7, description="R_Q when the judge writes no <Score>k</Score> in 0..7.")
     invalid: InvalidOutputConfig = Field(

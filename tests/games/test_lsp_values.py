@@ -129,6 +129,18 @@ def test_final_number_and_reward() -> None:
     assert type(arithmetic_reward(3, "3")) is float
 
 
+def test_final_number_after_equals() -> None:
+    cut = "7 + 5 = 12. To add 7 and 5"  # an answer cut off by the token budget
+    assert final_number(cut) == 5.0 and final_number(cut, "after_equals") == 12.0
+    assert final_number("3 = 3 and 4 = 4", "after_equals") == 3.0  # the FIRST '=' only
+    assert final_number("so x =  -1,200 left 9", "after_equals") == -1200.0
+    assert final_number("= 2.5 then 7", "after_equals") == 2.5
+    assert final_number("The answer is 12. Not 13", "after_equals") == 13.0  # no '=': the last number
+    assert final_number(r"= x, \boxed{8} 9", "after_equals") == 8.0  # '=' without a number: as last
+    assert final_number("=", "after_equals") is None
+    assert arithmetic_reward(12, cut, "after_equals") == 1.0 and arithmetic_reward(12, cut) == 0.0
+
+
 # ------------------------------------------------------------------ rewards
 def test_reward_formulas_with_asymmetric_values() -> None:
     assert mean([]) == 0.0 and mean([1.0, 2.0, 4.0]) == pytest.approx(7 / 3)
