@@ -61,7 +61,12 @@ Rewards
 Skills (``skills/``) and AUSO's probes
     General principles, common mistakes and task-specific skills (in-domain
     types only), as context text. The student prompt gets the top k = 3
-    task-specific skills for the task description by BM25. With
+    task-specific skills for the task description, by BM25 (``skills.retriever:
+    bm25``, the default) or by embeddings (``skills.retriever: embedding``): the
+    cosine of L2-normalised, mean-pooled last hidden states of
+    ``skills.embedding_model`` (a built-in name, local folder or hub id of any HF
+    encoder or decoder; default the built-in ``smollm2-135m``), skill embeddings
+    computed once per (library, model), deterministic (``skills/__init__.py``). With
     ``skills.probes`` every turn also records the teacher context (all skills)
     and the no-skill context for the same state (``Turn.probes``), which the
     learner scores with forward passes only.
@@ -80,7 +85,11 @@ Deviations from ALFWorld / the public code
       ``out_of_steps``, metric out_of_steps_rate, ``info["out_of_steps"]``):
       the episode's own truncation flag is episode-wide, so the episode ends
       as a termination once all G attempts have stopped.
-    * Skills are retrieved by BM25 (the public code uses an embedding model).
+    * Skills are retrieved by BM25 by default; the public code uses a sentence-
+      embedding model. The ``embedding`` option embeds with whatever local model
+      ``skills.embedding_model`` names, by default the built-in decoder
+      SmolLM2-135M-Instruct mean-pooled (no hub downloads here), not a model
+      trained for sentence embeddings, so its rankings are not the public code's.
     * CPU switches, off by default, on in household.yaml and household.auso.yaml
       (measured: SmolLM2-135M wrote no admissible action in 8 of 8 held-out games
       as configured before, invalid_rate 1.0, and 0 of 16 samples even with the
@@ -91,7 +100,8 @@ Deviations from ALFWorld / the public code
       27% of turns act and 73% stay invalid (4 held-out games).
 
 Version history
-    v0: first release.
+    v0: first release; the ``skills.retriever: embedding`` option added later
+    (the default, BM25, unchanged).
 """
 
 from __future__ import annotations
