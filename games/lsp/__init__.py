@@ -100,9 +100,16 @@ Deviations, all deliberate
       stopped at ``</`` or a newline, the judge's next token is its score: the
       7-criteria justification and the ``<Calculation>`` are skipped (the
       criteria stay in its prompt); R_Q stays an integer in 0..7 (anything
-      else is unparseable). NOT YET MEASURED on the built-in model (the probe,
-      ``python -m games.lsp.probe games/lsp/lsp.yaml --games 16``, got no CPU
-      time on the shared box in the session that wrote this).
+      else is unparseable). Measured with ``python -m games.lsp.probe
+      games/lsp/lsp.yaml --games 8``: every challenger output held a checkable
+      query (valid_query_rate 1.0, against 0.25-0.5 before), R_Q varied (mean
+      3.06, spread 2.73) but 56% of judgements were unparseable, mostly a sum
+      such as ``<Score>1+0``, and R was still 0: the solvers' last number was a
+      restated operand ("7 + 5 = 12 (multiplication by 5)"). ``lsp.yaml``
+      therefore also stops the judge at ``+`` (its first term is the score) and
+      reads answers with ``final_answer: after_equals``; its first 6 training
+      steps then had R 0-0.5 and R_Q 0.75-3.1 per step, judge_unparseable_rate
+      0-0.25.
     * ``final_answer`` (default ``last``): ``after_equals`` reads the number
       after the first ``=`` ("7 + 5 = 12. To add 7 and 5" -> 12), for answers
       cut off by the token budget whose last number is a restated operand.
