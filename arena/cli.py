@@ -1,5 +1,7 @@
 """Shared CLI plumbing: configuration errors exit with code 2 and one line, no traceback; a run that
-cannot go on (:class:`~arena.config.RunStopped`: stale weights, a full disk) exits with code 1 the same way."""
+cannot go on (:class:`~arena.config.RunStopped`: stale weights, a full disk) exits with code 1 the same way,
+and so does a policy server that stops answering (``policies.openai.ServerError``, after its retries) in
+any command (eval, tournament, play); ``arena.train`` adds which checkpoint to resume from."""
 
 from __future__ import annotations
 
@@ -17,5 +19,12 @@ def run_cli(main: Callable[[], int | None]) -> None:
         sys.exit(2)
     except RunStopped as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except RuntimeError as e:
+        from policies.openai import ServerError  # light (the standard library's HTTP client)
+
+        if not isinstance(e, ServerError):
+            raise
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)  # a quoted reply may hold line breaks
         sys.exit(1)
     sys.exit(code or 0)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -91,6 +93,22 @@ def test_no_server_from_the_start_stops_with_one_line(digits: Path, tmp_path: Pa
     assert line.endswith("No checkpoint yet: once the server answers again, run the same command again."), line
     assert not list_checkpoints(run) and not stray(run) and steps(run) == []
     assert time.monotonic() - start < 120
+
+
+@pytest.mark.parametrize("command", [["arena.eval", "--games", "2"],
+                                     ["arena.tournament", "--players", "a=server", "b=server", "--games", "1"]])
+def test_eval_and_tournament_stop_with_one_line_when_the_server_is_gone(command, digits: Path, tmp_path: Path):
+    """The same dead server under arena.eval and arena.tournament: exit 1 and one line, no traceback (arena/cli.py)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    config = write_config(tmp_path / "run.yaml", digits, url)
+    module, *rest = command
+    rest += ["--json", str(tmp_path / "out.json")]
+    proc = subprocess.run([sys.executable, "-m", module, str(config), *rest], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = one_error_line(proc.stderr)
+    who = "server" if module == "arena.eval" else "a"  # a tournament names the player
+    assert line.startswith(f"error: policy '{who}': cannot reach {url}/v1/completions after {RETRIES + 1} attempts"), line
 
 
 @pytest.mark.slow
