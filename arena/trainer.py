@@ -48,6 +48,20 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def resolve_precision(learner: Any) -> Any:
+    """``param_dtype: auto`` and ``autocast_bf16: auto`` made concrete for the learner's device:
+    bf16 weights where bf16 is fast, and then no autocast (the weights are bf16 already)."""
+    from policies.hardware import fast_bf16
+
+    fast = fast_bf16(learner.device) and learner.backend == "torch"
+    update: dict[str, Any] = {}
+    if learner.param_dtype == "auto":
+        update["param_dtype"] = "bfloat16" if fast else "float32"
+    if learner.autocast_bf16 == "auto":
+        update["autocast_bf16"] = fast and update.get("param_dtype", learner.param_dtype) != "bfloat16"
+    return learner.model_copy(update=update)
+
+
 def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
     """Mean game metrics and mean total reward per role over a step's episodes."""
     sums: dict[str, list[float]] = defaultdict(list)
@@ -81,21 +95,22 @@ class Trainer:
         self.policies = build_policies(cfg, store=store)
         self.generator = self.policies[cfg.trainable]
         spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
-        if spec.resolved_dtype == "float32" and spec.backend == "hf" and spec.device == cfg.learner.device:
+        learner_cfg = resolve_precision(cfg.learner)
+        # An hf generator on the learner's device whose dtype is the learner's weights' shares the
+        # learner's model: nothing to sync. With bf16 weights the fp32 master then starts from the
+        # generator's bf16 copy of the initial weights.
+        if spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device:
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
             from policies.models import load_causal_lm
 
             model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
         ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
-        learner_cfg = cfg.learner
-        if learner_cfg.autocast_bf16 == "auto":
-            from policies.hardware import fast_bf16
-
-            learner_cfg = learner_cfg.model_copy(update={"autocast_bf16": fast_bf16(learner_cfg.device)})
         self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref, dist)
         bound = cfg.train.sync_canary_max_gap
-        self.canary_max_gap = auto_max_gap(spec.resolved_dtype) if bound == "auto" else bound
+        # Either side in bf16 leaves a bf16-sized gap after a correct sync.
+        sides = "float32" if spec.resolved_dtype == learner_cfg.param_dtype == "float32" else "bfloat16"
+        self.canary_max_gap = auto_max_gap(sides) if bound == "auto" else bound
         self.estimator_states = EstimatorStates(cfg.learner.estimators)
         self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
         env = self.probe_env = cfg.game.make_env()  # also computes the game's step metrics

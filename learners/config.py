@@ -148,10 +148,16 @@ class LearnerConfig(BaseModel):
     share_prompt_prefix: bool = Field(
         default=True, description="Run a prompt shared by several samples once per micro-batch (same result, less work)."
     )
+    param_dtype: Literal["float32", "bfloat16", "auto"] = Field(
+        default="float32",
+        description="torch backend: dtype of the trained weights. bfloat16: the model's weights are bf16 (forward, "
+        "backward and gradients in bf16, half the weight memory) and AdamW updates an fp32 master copy, whose "
+        "state it keeps; auto: bfloat16 where bf16 is fast (CUDA, CPUs with AVX512-BF16/AMX), resolved at start-up.",
+    )
     autocast_bf16: bool | Literal["auto"] = Field(
         default=False,
         description="torch backend: run forward/backward under bf16 autocast (fp32 master weights); auto: where "
-        "bf16 is fast (CUDA, CPUs with AVX512-BF16/AMX), resolved at start-up.",
+        "bf16 is fast (CUDA, CPUs with AVX512-BF16/AMX) and the weights are not bf16 already, resolved at start-up.",
     )
     drop_zero_variance: bool = Field(
         default=True, description="Default for estimators that leave it unset: drop groups whose rewards are all equal."
@@ -168,6 +174,22 @@ class LearnerConfig(BaseModel):
         "if there is one, else a float32 copy of the initial weights) or a policy name",
     )
     deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+
+    @field_validator("param_dtype")
+    @classmethod
+    def _param_dtype_backend(cls, v: str, info: ValidationInfo) -> str:
+        if v == "bfloat16" and info.data.get("backend") == "deepspeed":
+            raise ValueError("bfloat16 weights with the deepspeed backend come from learner.deepspeed.bf16: true; "
+                             "leave param_dtype at float32")
+        return v
+
+    @field_validator("autocast_bf16")
+    @classmethod
+    def _autocast_needs_fp32_weights(cls, v: bool | str, info: ValidationInfo) -> bool | str:
+        if v is True and info.data.get("param_dtype") == "bfloat16":
+            raise ValueError("autocast over weights that are bf16 already does nothing; set it false or auto")
+        return v
+
 
 # AUSO's estimator and objective term register themselves on import (learners/auso.py).
 import learners.auso  # noqa: E402, F401

@@ -80,6 +80,7 @@ class Learner:
         self.objectives = build_objectives(cfg.objectives)
         self.probe_topk = probe_topk([term for _, term in self.objectives])
         model.train()
+        self.master: list[torch.Tensor] | None = None
         if cfg.backend == "deepspeed":
             from learners.ds import build_engine
 
@@ -87,8 +88,15 @@ class Learner:
             self.optimizer = self.engine.optimizer
         else:
             self.engine = None
+            # bf16 weights (param_dtype): the model's own weights and gradients are bf16; AdamW steps an
+            # fp32 master copy, so updates smaller than bf16's resolution still add up, and each step
+            # rounds the master into the model. Gradients accumulate in fp32 across micro-batches.
+            if cfg.param_dtype == "bfloat16":
+                self.master = [p.detach().float().clone() for p in model.parameters() if p.requires_grad]
+                model.to(torch.bfloat16)
+            params = self.master if self.master is not None else model.parameters()
             # The fused AdamW kernel is 3x faster than the per-tensor loop on this CPU (measured).
-            self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+            self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
 
     @property
     def module(self) -> Any:
@@ -231,8 +239,8 @@ class Learner:
 
     @torch.no_grad()
     def score(self, samples: Sequence[Sample], temperature: float = 1.0) -> list[list[float]]:
-        """Teacher-forced logprobs of each sample's completion under the current weights, in
-        float32 (no autocast) at ``temperature``: the learner's side of the weight-sync canary."""
+        """Teacher-forced logprobs of each sample's completion under the current weights (no autocast;
+        bf16 numerics with bf16 weights) at ``temperature``: the learner's side of the weight-sync canary."""
         mb = collate(samples, list(range(len(samples))), self.pad_id, self.device)
         logp = completion_logprobs(self._forward_model(), mb, temperature)
         return [logp[r, : len(s.completion_ids)].tolist() for r, s in enumerate(samples)]
@@ -290,16 +298,30 @@ class Learner:
             self.engine.backward(loss * self.dist.world if self.dist.active else loss, scale_wrt_gas=False)
         else:
             loss.backward()
+            if self.master is not None:  # bf16 weights: move this micro-batch's gradient into fp32
+                with torch.no_grad():
+                    for m, p in zip(self.master, self._trained(), strict=True):
+                        if p.grad is not None:
+                            m.grad = p.grad.float() if m.grad is None else m.grad.add_(p.grad)
+                            p.grad = None
+
+    def _trained(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
 
     def _optimizer_step(self) -> float:
         if self.engine is not None:
             self.engine.step()
             norm = self.engine.get_global_grad_norm()
             return float(norm) if norm is not None else float("nan")
-        sum_grads(self.dist, self.model.parameters())
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        params = self.master if self.master is not None else list(self.model.parameters())
+        sum_grads(self.dist, params)
+        norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.master is not None:
+            with torch.no_grad():
+                for m, p in zip(self.master, self._trained(), strict=True):
+                    p.copy_(m)  # round to bf16
         return float(norm)
 
     @property
@@ -308,8 +330,12 @@ class Learner:
         return self.engine is not None and self.engine.zero_optimization_stage() > 0
 
     def state_dict(self) -> dict[str, Any]:
-        """The optimizer state (this rank's partition under ZeRO)."""
-        return {"optimizer": self.optimizer.state_dict()}
+        """The optimizer state (this rank's partition under ZeRO); with bf16 weights also the fp32
+        master weights, which the checkpoint's bf16 model does not hold (exact resume needs them)."""
+        out: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
+        if self.master is not None:
+            out["master"] = [m.detach().clone() for m in self.master]
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """``state["optimizer"]``: a state dict, or under ZeRO the list of every saved rank's
@@ -319,6 +345,13 @@ class Learner:
             self.optimizer.load_state_dict(saved if isinstance(saved, list) else [saved])
         else:
             self.optimizer.load_state_dict(saved)
+        if self.master is not None:
+            with torch.no_grad():
+                # A checkpoint of fp32 weights has no master: the model's loaded weights are the start.
+                saved_master = state.get("master") or [p.detach().float() for p in self._trained()]
+                for m, p, v in zip(self.master, self._trained(), saved_master, strict=True):
+                    m.copy_(v)
+                    p.copy_(v)
 
 
 def _keep(kept: torch.Tensor, names: Sequence[str], record: Mapping[str, torch.Tensor], index: Sequence[int]) -> None:

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "spy_2steps.json"
 SETS = [
     "game.n_players=4", "game.task=math", "policies.learner.sampling.max_new_tokens=16", "policies.learner.backend=hf",
-    "policies.learner.dtype=float32", "learner.autocast_bf16=false", "runner.num_envs=4",
+    "policies.learner.dtype=float32", "learner.autocast_bf16=false", "learner.param_dtype=float32", "runner.num_envs=4",
     "runner.progress=false", "train.games_per_step=4", "train.steps=2", "train.checkpoint_every=2", "train.plot=false",
     "learner.lr=1e-4", "runner.episodes_jsonl=episodes.jsonl", "train.seed=7",
 ]
