@@ -8,7 +8,11 @@ For each backend:
 2. raw: the same prompts, in the same batches, with the same token budget and
    sampling settings, go straight to the backend (``model.generate`` for
    transformers, ``LLM.generate`` for vLLM).
-3. (hf) one-at-a-time: arena playing a game one turn per generate call.
+3. (vLLM) raw, same requests: ``LLM.generate`` with what arena asks of the engine on top,
+   each request's own seed (reproducible episodes) and the sampled tokens' logprobs (the
+   learner's old logprobs and the canary). arena / this is arena's own overhead; this /
+   plain raw is the engine's cost of seeds and logprobs: where the rest of the time goes.
+4. (hf) one-at-a-time: arena playing a game one turn per generate call.
 
 Prints generated tokens/s, the arena/raw ratio (target >= 0.9), the speed-up of
 batching over one turn at a time, vLLM vs transformers under arena, and the
@@ -34,11 +38,12 @@ class Recording:
     """Wraps a policy and records each call's prompt ids."""
 
     def __init__(self, inner: HFPolicy):
-        self.inner, self.name, self.batches = inner, inner.name, []
+        self.inner, self.name, self.batches, self.seeds = inner, inner.name, [], []
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         out = self.inner.generate(requests)
         self.batches.append([c.prompt_ids for c in out])
+        self.seeds.append([r.seed for r in requests])
         return out
 
 
@@ -65,13 +70,19 @@ def raw_generate(policy: HFPolicy, batches: list[list[list[int]]], params: Sampl
     return tokens, time.perf_counter() - start
 
 
-def raw_vllm(policy, batches: list[list[list[int]]], params: SamplingParams) -> tuple[int, float]:  # noqa: ANN001
+def raw_vllm(policy, batches: list[list[list[int]]], params: SamplingParams,  # noqa: ANN001
+             seeds: list[list[int | None]] | None = None) -> tuple[int, float]:
+    """``LLM.generate`` on the recorded batches; with ``seeds``, each request seeded and with logprobs=0."""
     from vllm import SamplingParams as VSP
     from vllm.inputs import TokensPrompt
 
-    sp = VSP(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens)
+    plain = VSP(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens)
     tokens, start = 0, time.perf_counter()
-    for batch in batches:
+    for b, batch in enumerate(batches):
+        sp: VSP | list[VSP] = plain
+        if seeds is not None:
+            sp = [VSP(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_new_tokens,
+                      seed=seed, logprobs=0) for seed in seeds[b]]
         outs = policy.llm.generate([TokensPrompt(prompt_token_ids=p) for p in batch], sp, use_tqdm=False)
         tokens += sum(len(o.outputs[0].token_ids) for o in outs)
     return tokens, time.perf_counter() - start
@@ -93,12 +104,23 @@ def bench_vllm(args: argparse.Namespace, params: SamplingParams, make_env) -> fl
     arena_tokens = policy.tokens_generated - before
     policy.llm.reset_prefix_cache()
     raw_tokens, raw_s = raw_vllm(policy, recorder.batches, params)
-    arena_tps, raw_tps = arena_tokens / arena_s, raw_tokens / raw_s
-    print(f"vLLM: {args.games} games, {sum(len(b) for b in recorder.batches)} turns in {len(recorder.batches)} generate calls")
-    print(f"{'':28}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}")
-    print(f"{'arena runner (vLLM)':28}{arena_tokens:>8}{arena_s:>10.1f}{arena_tps:>10.1f}")
-    print(f"{'raw LLM.generate':28}{raw_tokens:>8}{raw_s:>10.1f}{raw_tps:>10.1f}")
+    same_tokens, same_s = raw_tokens, raw_s
+    if policy.seeded:
+        policy.llm.reset_prefix_cache()
+        same_tokens, same_s = raw_vllm(policy, recorder.batches, params, recorder.seeds)
+    arena_tps, raw_tps, same_tps = arena_tokens / arena_s, raw_tokens / raw_s, same_tokens / same_s
+    mode = "seeded" if policy.seeded else "unseeded"
+    print(f"vLLM ({mode}): {args.games} games, {sum(len(b) for b in recorder.batches)} turns in "
+          f"{len(recorder.batches)} generate calls")
+    print(f"{'':40}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}")
+    print(f"{'arena runner (vLLM)':40}{arena_tokens:>8}{arena_s:>10.1f}{arena_tps:>10.1f}")
+    print(f"{'raw LLM.generate':40}{raw_tokens:>8}{raw_s:>10.1f}{raw_tps:>10.1f}")
+    if policy.seeded:
+        print(f"{'raw LLM.generate, seeds + logprobs':40}{same_tokens:>8}{same_s:>10.1f}{same_tps:>10.1f}")
     print(f"ratio arena / raw vLLM generate: {arena_tps / raw_tps:.2f}x (target >= 0.9)")
+    if policy.seeded:
+        print(f"  of which arena's own overhead (arena / raw with the same seeds and logprobs): {arena_tps / same_tps:.2f}x")
+        print(f"  and the engine's cost of per-request seeds + logprobs (raw same / raw plain): {same_tps / raw_tps:.2f}x")
     return arena_tps
 
 

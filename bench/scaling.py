@@ -25,6 +25,13 @@ first, so that a slow box still measures it.
 A level whose projected time (the previous level's seconds per game x N) would overrun
 ``--budget-s`` is skipped and reported as skipped. Writes the plot (``--out``) and prints
 markdown tables for bench/RESULTS.md.
+
+The big levels take long on 2 CPU cores, so a backend can be measured in its own run and the
+runs put together afterwards (same machine, same settings; each JSON keeps its own)::
+
+    .venv/bin/python bench/scaling.py --backend vllm --share-games 0 --json /tmp/vllm.json
+    .venv/bin/python bench/scaling.py --backend hf --levels 1 4 16 64 --json /tmp/hf.json
+    .venv/bin/python bench/scaling.py --from /tmp/vllm.json /tmp/hf.json    # table, knees, plot
 """
 
 from __future__ import annotations
@@ -226,7 +233,13 @@ def main() -> None:
     ap.add_argument("--share-games", type=int, default=1, help="household games for prefix sharing on/off (0: skip)")
     ap.add_argument("--budget-s", type=float, default=600.0, help="skip levels projected past this much wall time")
     ap.add_argument("--out", default="bench/scaling.png")
+    ap.add_argument("--json", default=None, help="also write the rows (and the run's settings) to this file")
+    ap.add_argument("--from", dest="sources", nargs="+", default=None, metavar="JSON",
+                    help="run nothing: the table, knees and plot of rows saved with --json (later files win)")
     args = ap.parse_args()
+    if args.sources:
+        report_saved(args.sources, args.out)
+        return
     start = time.perf_counter()
     deadline = start + args.budget_s
     dtype = resolve_dtype(args.dtype)
@@ -275,10 +288,50 @@ def main() -> None:
               f"on {on['wall_s']:.1f} s ({on['gen_s']:.1f} s generating, {on['rows_saved']} prefills saved), "
               f"off {off['wall_s']:.1f} s ({off['gen_s']:.1f} s generating): "
               f"generation x{off['gen_s'] / on['gen_s']:.2f}; same tokens: {on['same_tokens']}")
-    if rows:
-        plot(rows, args.out, f"arena Runner, SpyRL {args.players} players, {args.model} ({dtype}), "
+    title = (f"arena Runner, SpyRL {args.players} players, {args.model} ({dtype}), "
              f"max_new_tokens {args.max_new_tokens}, {os.cpu_count()} CPUs")
+    if args.json:
+        import json
+
+        saved = [{k: v for k, v in r.items() if k != "episodes"} for r in rows]
+        meta = {"title": title, "levels": args.levels, "skipped": skipped, "load_at_end": list(load),
+                "when": time.strftime("%Y-%m-%d %H:%M:%S"), "wall_s": time.perf_counter() - start}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": saved}, f, indent=1)
+        print(f"rows: {args.json}")
+    if rows:
+        plot(rows, args.out, title)
         print(f"plot: {args.out}")
+
+
+def report_saved(paths: Sequence[str], out: str) -> None:
+    """Table, knees and plot of rows saved by earlier runs; a (backend, games) row of a later file wins."""
+    import json
+
+    by_key: dict[tuple[str, int], dict[str, Any]] = {}
+    titles: list[str] = []
+    skipped: dict[str, set[int]] = {}
+    for path in paths:
+        with open(path) as f:
+            run = json.load(f)
+        titles.append(run["meta"]["title"])
+        print(f"{path}: {run['meta']['when']}, {run['meta']['wall_s']:.0f} s, load at the end {run['meta']['load_at_end'][0]:.1f}")
+        for r in run["rows"]:
+            by_key[(r["backend"], r["games"])] = r
+        for backend, levels in run["meta"]["skipped"].items():
+            skipped.setdefault(backend, set()).update(levels)
+    if len(set(titles)) > 1:
+        raise SystemExit(f"the runs differ in their settings: {sorted(set(titles))}")
+    for backend, levels in skipped.items():  # a level skipped in one run but measured in another is not skipped
+        skipped[backend] = {n for n in levels if (backend, n) not in by_key}
+    rows = [by_key[k] for k in sorted(by_key, key=lambda k: (k[0] != "hf", k[1]))]
+    print(table(rows))
+    for backend in dict.fromkeys(r["backend"] for r in rows):
+        k = knee([r for r in rows if r["backend"] == backend])
+        print(f"{backend}: knee at {k if k is not None else 'none within the levels run'} games; "
+              f"skipped (time budget): {sorted(skipped.get(backend, ())) or 'none'}")
+    plot(rows, out, titles[0])
+    print(f"plot: {out}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,25 @@ for r in rows:
           f"{r.get('game/parseable_vote_rate', float('nan')):>10.2f}")
 PY
 
+# bf16 weights with an fp32 master (learner.param_dtype: bfloat16, torch backend) against bf16
+# autocast over fp32 weights, same 2 steps: seconds per update. NOT YET RUN ON A GPU MACHINE (on
+# this project's 2-core AVX2 CPUs float32 is the fastest of the three: bench/RESULTS.md).
+prec="$(mktemp -d /tmp/arena-gpu-precision.XXXX)"
+psets=(--set policies.learner.backend=hf --set policies.learner.device=cuda --set policies.learner.dtype=bfloat16
+       --set runner.num_envs=8 --set runner.progress=false --set learner.backend=torch --set learner.device=cuda
+       --set train.games_per_step=8 --set train.steps=2 --set train.checkpoint_every=2 --set train.plot=false)
+.venv/bin/python -m arena.train games/spy/spy.yaml "${psets[@]}" --set learner.param_dtype=bfloat16 \
+  --set learner.autocast_bf16=false --run-dir "$prec/bf16_weights"
+.venv/bin/python -m arena.train games/spy/spy.yaml "${psets[@]}" --set learner.param_dtype=float32 \
+  --set learner.autocast_bf16=true --run-dir "$prec/autocast"
+.venv/bin/python - "$prec" <<'PY'
+import json, sys
+for name in ("bf16_weights", "autocast"):
+    rows = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl")]
+    print(f"{name:>13}: update s per step {[round(r['time/update_s'], 2) for r in rows]}, "
+          f"logprob gap {[round(r.get('logprob_gap') or 0, 4) for r in rows]}")
+PY
+
 # The 2-rank path over NCCL (issue #16), on a machine with 2 or more GPUs. NOT YET RUN ON A GPU
 # MACHINE: written and tested here only on CPU ranks over gloo (tests/test_multirank.py). A 1-rank
 # and a 2-rank run (torchrun, DeepSpeed ZeRO-2 learner, fp32, hf generation on each rank's own GPU)
