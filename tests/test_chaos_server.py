@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -97,16 +95,24 @@ def test_no_server_from_the_start_stops_with_one_line(digits: Path, tmp_path: Pa
 
 @pytest.mark.parametrize("command", [["arena.eval", "--games", "2"],
                                      ["arena.tournament", "--players", "a=server", "b=server", "--games", "1"]])
-def test_eval_and_tournament_stop_with_one_line_when_the_server_is_gone(command, digits: Path, tmp_path: Path):
-    """The same dead server under arena.eval and arena.tournament: exit 1 and one line, no traceback (arena/cli.py)."""
+def test_eval_and_tournament_stop_with_one_line_when_the_server_is_gone(
+    command, digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """The same dead server under arena.eval and arena.tournament (in-process, through their CLI
+    wrapper arena/cli.py): exit 1 and one line, no traceback."""
+    import importlib
+
+    from arena.cli import run_cli
+
     url = f"http://127.0.0.1:{free_port()}"
     config = write_config(tmp_path / "run.yaml", digits, url)
     module, *rest = command
-    rest += ["--json", str(tmp_path / "out.json")]
-    proc = subprocess.run([sys.executable, "-m", module, str(config), *rest], capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).resolve().parents[1])
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    line = one_error_line(proc.stderr)
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(lambda: main([str(config), *rest, "--json", str(tmp_path / "out.json")]))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1, err[-3000:]
+    line = one_error_line(err)
     who = "server" if module == "arena.eval" else "a"  # a tournament names the player
     assert line.startswith(f"error: policy '{who}': cannot reach {url}/v1/completions after {RETRIES + 1} attempts"), line
 
