@@ -41,7 +41,7 @@ class ModelStore:
     models: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict)
 
     def get(self, name: str, dtype: str, device: str) -> tuple[Any, Any]:
-        from policies.models import load_causal_lm, resolve_model
+        from arena.models import load_causal_lm, resolve_model
 
         key = (resolve_model(name), dtype, device)
         if key not in self.models:
@@ -150,7 +150,7 @@ def sampling_table(cfg: ArenaConfig) -> SamplingFn:
 def reference_model(cfg: ArenaConfig, policies: dict[str, Policy], store: ModelStore, device: str) -> Any:
     """The frozen KL reference: a named policy's model, a frozen seat model on the trainable
     model (``auto``), or else a float32 copy of the trainable policy's initial weights."""
-    from policies.models import resolve_model
+    from arena.models import resolve_model
 
     choice = cfg.learner.reference
     trainable = cfg.policies[cfg.trainable]  # type: ignore[index]

@@ -91,7 +91,7 @@ def _template(cfg: ArenaConfig) -> ModelPolicySpec:
 
 
 def resolve_player(cfg: ArenaConfig, spec: str) -> Any:
-    from policies.models import BUILTIN_MODELS
+    from arena.models import BUILTIN_MODELS
 
     if spec in cfg.policies:
         found = cfg.policies[spec]

@@ -102,7 +102,7 @@ class Trainer:
         if spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device:
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
-            from policies.models import load_causal_lm
+            from arena.models import load_causal_lm
 
             model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
         ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None

@@ -74,7 +74,7 @@ def auso_overhead(model_name: str, repeats: int = 2, max_new: int = 24) -> None:
     from learners.progress import Progress
     from learners.update import Learner
     from policies.base import chat_prompt_ids
-    from policies.models import load_causal_lm
+    from arena.models import load_causal_lm
 
     model, tok = load_causal_lm(model_name, dtype="float32")
     ref = copy.deepcopy(model).requires_grad_(False)

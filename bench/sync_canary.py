@@ -48,7 +48,7 @@ def measure(backend: str, dtype: str, lr: float, picked: list) -> dict[str, floa
     from arena.config import load_config
     from learners.config import LearnerConfig
     from learners.update import Learner
-    from policies.models import load_causal_lm
+    from arena.models import load_causal_lm
 
     cfg = load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
     spec = cfg.policies["learner"]

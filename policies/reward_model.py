@@ -29,7 +29,7 @@ import torch
 
 from arena.types import ChatMessage
 from policies.base import Completion, Request, fit_prompt
-from policies.models import load_reward_model
+from arena.models import load_reward_model
 
 
 class RewardModelPolicy:

@@ -30,7 +30,7 @@ def tiny_rm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from policies.models import resolve_model
+    from arena.models import resolve_model
 
     base = resolve_model("smollm2-135m")
     torch.manual_seed(0)  # the head is freshly initialised: seed it so scores are stable

@@ -53,7 +53,7 @@ def tiny_model(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from policies.models import resolve_model
+    from arena.models import resolve_model
 
     source = resolve_model("smollm2-135m")
     cfg = AutoConfig.from_pretrained(source)

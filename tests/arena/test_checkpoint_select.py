@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, save_checkpoint
-from policies.models import newest_checkpoint_model, resolve_model
+from arena.models import newest_checkpoint_model, resolve_model
 
 
 class TinyModel(torch.nn.Module):

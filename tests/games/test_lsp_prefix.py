@@ -77,7 +77,7 @@ def test_the_paper_config_writes_no_prefix() -> None:
 def test_chat_prompt_ids_leaves_a_continue_final_message_open() -> None:
     from transformers import AutoTokenizer
 
-    from policies.models import resolve_model
+    from arena.models import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
     user = [{"role": "user", "content": "Rate it."}]
