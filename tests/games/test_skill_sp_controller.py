@@ -24,7 +24,11 @@ from games.skill_sp.controller import (
     task_shape,
 )
 from games.skill_sp.loader import load_library
-from games.skill_sp.sandbox import Sandbox, SandboxPool
+from games.skill_sp.sandbox import Limits, Sandbox, SandboxPool
+
+# These tests are about what the code returns, not about time: the default 5 s wall limit was hit under a
+# loaded suite (a cold interpreter in bubblewrap beside model tests). Busy loops still die at cpu_s = 2.
+ROOMY = Limits(wall_s=60.0)
 
 SEEDS = load_library()
 CFG = ControllerConfig()
@@ -186,7 +190,7 @@ def test_induced_skill_enters_with_lineage():
 def test_induction_runs_examples_in_the_sandbox():
     lib = SkillLibrary(SEEDS.values())
     wrong = NEW_SKILL.replace('"answer": 1990', '"answer": 1991')
-    with SandboxPool(Sandbox(), workers=2) as pool:
+    with SandboxPool(Sandbox(ROOMY), workers=2) as pool:
         rejected = lib.induce(wrong, NEW_VALIDATORS, pool=pool)
         hostile = lib.induce(NEW_SKILL, NEW_VALIDATORS.replace("return []", "while True:\n        pass"), pool=pool)
         admitted = lib.induce(NEW_SKILL, NEW_VALIDATORS, pool=pool)

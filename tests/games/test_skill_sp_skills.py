@@ -22,7 +22,11 @@ from games.skill_sp.loader import (
     parse_skill,
     save_skill,
 )
-from games.skill_sp.sandbox import Job, Sandbox, SandboxPool, Status
+from games.skill_sp.sandbox import Job, Limits, Sandbox, SandboxPool, Status
+
+# These tests are about what the code returns, not about time: the default 5 s wall limit was hit under a
+# loaded suite (a cold interpreter in bubblewrap beside model tests). Busy loops still die at cpu_s = 2.
+ROOMY = Limits(wall_s=60.0)
 
 LIB = load_library()
 
@@ -69,7 +73,7 @@ def test_examples_validate_inside_the_sandbox():
     bad = copy.deepcopy(pkg.examples[0].contract)
     bad["answer"] = 22
     jobs.append(Job(files=pkg.sandbox_files(), module="validators", function="validate", kwargs={"contract": bad}))
-    with SandboxPool(Sandbox(), workers=4) as pool:
+    with SandboxPool(Sandbox(ROOMY), workers=4) as pool:
         results = pool.map(jobs)
     assert all(r.status is Status.OK for r in results), [r for r in results if not r.ok][:2]
     assert [r.value for r in results[:-1]] == [[]] * (len(jobs) - 1)
