@@ -129,7 +129,7 @@ def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwa
     key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
     return OpenAIPolicy(
         spec.base_url, spec.model, api=spec.api, api_key=key, timeout_s=spec.timeout_s, retries=spec.retries,
-        name=name, max_model_len=spec.max_model_len, overflow=spec.overflow,
+        backoff_s=spec.backoff_s, name=name, max_model_len=spec.max_model_len, overflow=spec.overflow,
     )
 
 

@@ -96,6 +96,10 @@ class ModelPolicySpec(BaseModel):
     api_key_env: str | None = Field(default=None, description="openai: environment variable holding the API key.")
     timeout_s: float = Field(default=120.0, gt=0.0, description="openai: per-request timeout.")
     retries: int = Field(default=2, ge=0, le=10, description="openai: retries on connection errors and 5xx.")
+    backoff_s: float = Field(
+        default=0.5, ge=0.0, le=60.0,
+        description="openai: wait before retry k (k = 1, 2, ...) is backoff_s * 2**(k-1) seconds.",
+    )
 
     @model_validator(mode="after")
     def _backend_settings(self) -> ModelPolicySpec:

@@ -125,3 +125,14 @@ def test_a_cross_field_error_names_its_fields_without_dumping_the_section() -> N
         load_config(SPY_YAML, ["game.min_words=600", "game.max_words=100"])
     assert str(err.value).endswith("game: min_words (600) must not exceed max_words (100)")
     assert "{" not in str(err.value)
+
+
+def test_openai_retry_settings_reach_the_policy() -> None:
+    from arena.build import ModelStore, make_model_policy
+
+    server = "policies.judge={backend: openai, base_url: 'http://127.0.0.1:9', model: smollm2-135m, retries: 4, backoff_s: 0.25}"
+    cfg = load_config(SPY_YAML, [server])
+    policy = make_model_policy(cfg.policies["judge"], "judge", ModelStore())  # type: ignore[arg-type]
+    assert (policy.retries, policy.backoff_s) == (4, 0.25)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"policies.judge.backoff_s: Input should be greater than or equal to 0 \(got -1\)"):
+        load_config(SPY_YAML, [server.replace("0.25", "-1")])
