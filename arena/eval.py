@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--games", type=int, default=64, help="held-out games to play (default 64)")
     p.add_argument("--seed", type=int, default=0, help="which block of held-out seeds (default 0)")
     p.add_argument("--json", type=Path, default=None, help="write the summary (and the seeds) here")
-    p.add_argument("--episodes", type=Path, default=None, help="append the games to this JSONL file")
+    p.add_argument("--episodes", type=Path, default=None, help="append the games to this JSONL file (gzip if it ends in .gz)")
     p.add_argument("--compare-set", dest="compare", action="append", default=[], metavar="KEY=VALUE",
                    help="paired comparison: arm B is the config plus these overrides, on the same seeds (arena/compare.py)")
     return p

@@ -30,7 +30,7 @@ How
     of ``(train.seed, name, step)``, so an evaluation due after ``--resume``
     gives the numbers an uninterrupted run gives. Evaluation episodes are never
     trained on; with ``train.save_episodes`` they are written to
-    ``<run_dir>/evals/<name>/step_<S>.jsonl``.
+    ``<run_dir>/evals/<name>/step_<S>.jsonl.gz`` (gzip JSONL; ``arena.types.read_jsonl`` reads it).
 
 What is logged
     In the step's row of metrics.jsonl (and TensorBoard): for each metric ``m``
@@ -238,7 +238,7 @@ class TrainEvals:
         if self.cfg.train.save_episodes:
             folder = self.run_dir / "evals" / spec.name
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"step_{step:06d}.jsonl"
+            path = folder / f"step_{step:06d}.jsonl.gz"  # prompts repeat turn to turn: gzip keeps ~1/10
             path.unlink(missing_ok=True)  # a resumed run replays the step: its file starts afresh
             write_jsonl(episodes, path)
         return eval_row(spec.name, summary, spec.metrics)

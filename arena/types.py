@@ -8,9 +8,10 @@ read nothing else. Everything here serialises to JSON, one episode per line.
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -114,10 +115,17 @@ class Episode(BaseModel):
         ]
 
 
+def _open_text(path: str | Path, mode: str) -> IO[str]:
+    """A text handle on ``path``; gzip when the name ends in ``.gz`` (appends add gzip members)."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
 def write_jsonl(episodes: Iterable[Episode], path: str | Path) -> int:
-    """Append episodes to a JSONL file; returns how many were written."""
+    """Append episodes to a JSONL file (gzip if ``path`` ends in ``.gz``); returns how many were written."""
     count = 0
-    with open(path, "a", encoding="utf-8") as f:
+    with _open_text(path, "a") as f:
         for ep in episodes:
             f.write(ep.model_dump_json() + "\n")
             count += 1
@@ -125,7 +133,8 @@ def write_jsonl(episodes: Iterable[Episode], path: str | Path) -> int:
 
 
 def read_jsonl(path: str | Path) -> Iterator[Episode]:
-    with open(path, encoding="utf-8") as f:
+    """The episodes of a JSONL file (gzip if ``path`` ends in ``.gz``)."""
+    with _open_text(path, "r") as f:
         for line in f:
             if line.strip():
                 yield Episode.model_validate_json(line)

@@ -180,7 +180,7 @@ def test_evaluations_are_logged_when_due_with_bounds(runs) -> None:
 
 def test_every_evaluation_plays_the_same_held_out_games(runs) -> None:
     run = runs["on"][0]
-    played = {p.stem: list(read_jsonl(p)) for p in sorted((run / "evals" / "wide").glob("step_*.jsonl"))}
+    played = {p.name.split(".")[0]: list(read_jsonl(p)) for p in sorted((run / "evals" / "wide").glob("step_*.jsonl.gz"))}
     assert list(played) == ["step_000000", "step_000002", "step_000003"]
     seeds = {stem: [ep.seed for ep in eps] for stem, eps in played.items()}
     assert all(s == held_out_seeds(0, 3) for s in seeds.values())

@@ -63,6 +63,10 @@ def test_episodes_round_trip_through_jsonl(tmp_path: Path) -> None:
     path = tmp_path / "episodes.jsonl"
     assert write_jsonl(episodes, path) == 3
     assert list(read_jsonl(path)) == episodes
+    packed = tmp_path / "episodes.jsonl.gz"  # gzip by name; a second append adds a gzip member
+    assert write_jsonl(episodes[:2], packed) == 2 and write_jsonl(episodes[2:], packed) == 1
+    assert list(read_jsonl(packed)) == episodes
+    assert packed.stat().st_size < path.stat().st_size / 3
 
 
 def test_a_human_takes_a_seat() -> None:
