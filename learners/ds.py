@@ -24,10 +24,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def skip_shm_comm_build() -> None:
+    """Keep DeepSpeed from JIT-compiling its CPU shared-memory all-reduce op.
+
+    On the CPU accelerator DeepSpeed's comm backend compiles ``deepspeed_shm_comm``
+    (C++, with ninja) the first time a process group starts on a machine, and again
+    whenever the compile flags change (another venv's include paths). The op serves only
+    ``inference_all_reduce`` (tensor-parallel inference); training reduces through
+    torch.distributed (gloo) either way. Measured here: a one-step DeepSpeed test took
+    55 s with the build and 5 s without. Marking the op incompatible is DeepSpeed's own
+    switch for "not on this machine" (``build_shm_op`` then returns None); a machine
+    without a C++ compiler no longer needs one for DeepSpeed on CPU.
+    """
+    import deepspeed.ops
+
+    if not torch.cuda.is_available():
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
 def ensure_process_group() -> None:
     """One-rank process group on localhost unless a launcher already set one up."""
     import deepspeed
 
+    skip_shm_comm_build()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
     os.environ.setdefault("RANK", "0")
