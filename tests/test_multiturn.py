@@ -10,11 +10,11 @@ from policies.base import SamplingParams
 from policies.hardware import resolve_dtype
 from tests.fixtures.walk import WalkGame
 
-MAX_LEN, BUDGET = 192, 8  # small, so the walk outgrows it fast and the test stays short
+MAX_LEN, BUDGET = 128, 8  # small, so the walk outgrows it fast and the test stays short
 # The first prompt is 58 tokens and each step adds "Step i: <reply>" and a newline: with one-token
-# replies the prompt passes MAX_LEN - BUDGET at turn 20, with 8-token replies at turn 10 (counted with
+# replies the prompt passes MAX_LEN - BUDGET at turn 12, with 8-token replies at turn 6 (counted with
 # the tokenizer); the turns after that play truncated.
-TURNS = 24
+TURNS = 14
 pytestmark = pytest.mark.slow
 
 
