@@ -70,10 +70,18 @@ SCOPE: dict[str, tuple[str, ...]] = {
     ),
     "games/household/world.py": ("games.household.world.*",),
     "games/household/tasks.py": ("games.household.tasks.x_satisfied__mutmut_*", "games.household.tasks.x_draw_world_id__mutmut_*"),
+    "games/household/actions.py": ("games.household.actions.*",),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
 EQUIVALENT: set[str] = {
+    # parse_action's match default "exact" -> any other string: every value but "nearest" reads exactly.
+    "games.household.actions.x_parse_action__mutmut_2",
+    "games.household.actions.x_parse_action__mutmut_3",
+    # no tag in nearest mode: the action "starts" at 1 instead of 0; no <think>...</think> fits before either.
+    "games.household.actions.x__action_text__mutmut_29",
+    # normalise: rstrip(".") -> rstrip("XX.XX") runs after lower(), so no "X" is left to strip.
+    "games.household.actions.x_normalise__mutmut_12",
     # kl_penalty's default "k3" -> "XXk3XX" / "K3": every value but "k1" selects k3.
     "learners.losses.x_kl_penalty__mutmut_1",
     "learners.losses.x_kl_penalty__mutmut_2",

@@ -7,8 +7,8 @@ text or :class:`~arena.game_types.Invalid` with the reason, and never raises.
   (case-insensitive tags). Missing -> invalid.
 * With ``require_think`` (the public code's rule) a ``<think>...</think>`` pair
   must come before it. Missing -> invalid.
-* The action text is normalised (lower case, spaces collapsed, quotes and a
-  trailing full stop dropped; ``put X in Y`` / ``put X on Y`` read as ALFWorld's
+* The action text is normalised (lower case, spaces collapsed, quotes and
+  trailing full stops dropped; ``put X in|on|into|onto Y`` read as ALFWorld's
   ``put X in/on Y``) and must then be one of the admissible actions; otherwise
   it is invalid (ALFWorld itself would answer "Nothing happens.").
 
