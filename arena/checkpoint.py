@@ -96,13 +96,22 @@ class CheckpointWriteError(RunStopped):
 
 
 # Failures of the file system as the writers report them: OSError (json, pathlib), torch.save's
-# RuntimeError ("file write failed"), safetensors' SafetensorError ("IoError(... StorageFull ...)").
+# RuntimeError ("file write failed"; on a full disk that is not a tmpfs, "basic_ios::clear: iostream
+# error" and then, while closing the zip, "[enforce fail at inline_container.cc] . unexpected pos N vs M",
+# both seen when CI's disk filled at stop 21), safetensors' SafetensorError ("IoError(... StorageFull ...)").
 _WRITE_FAILURES = ("No space left", "StorageFull", "file write failed", "File too large", "FileTooLarge",
-                   "Disk quota", "QuotaExceeded", "IoError")
+                   "Disk quota", "QuotaExceeded", "IoError", "iostream error", "unexpected pos")
 
 
-def _is_write_error(err: BaseException) -> bool:
-    return isinstance(err, OSError) or any(s in str(err) for s in _WRITE_FAILURES)
+def _is_write_error(err: BaseException | None) -> bool:
+    """``err``, or an exception it was raised from or while handling, is a file-system write failure."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError) or any(s in str(err) for s in _WRITE_FAILURES):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _write_error_line(root: Path, final: Path, err: BaseException) -> str:

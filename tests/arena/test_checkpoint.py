@@ -40,6 +40,22 @@ def test_failed_save_leaves_previous_checkpoint(tmp_path: Path) -> None:
     assert not list((tmp_path / "checkpoints").glob(f"{TMP_PREFIX}*")), "stray temp folders are cleaned"
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_a_full_disk_under_torch_save_is_one_line(tmp_path: Path) -> None:
+    """torch.save on a full disk that is not a tmpfs raises RuntimeError("... unexpected pos N vs M") while
+    handling RuntimeError("basic_ios::clear: iostream error"), as when CI's disk filled at stop 21;
+    /dev/full fails every write with ENOSPC the same way."""
+    from arena.checkpoint import CheckpointWriteError
+
+    save_checkpoint(tmp_path, 1, TinyModel(), NoTokenizer(), {}, {}, keep=3)
+    full = {"state": lambda folder: torch.save({"x": torch.zeros(1000)}, "/dev/full")}
+    with pytest.raises(CheckpointWriteError) as err:
+        save_checkpoint(tmp_path, 2, TinyModel(), NoTokenizer(), {}, {}, keep=3, extra=full)
+    assert "\n" not in str(err.value) and "unexpected pos" in str(err.value)
+    assert "step_000001, is intact" in str(err.value)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_000001"]
+
+
 def test_only_the_newest_are_kept(tmp_path: Path) -> None:
     for step in range(1, 6):
         save_checkpoint(tmp_path, step, TinyModel(), NoTokenizer(), {}, {}, keep=2)
