@@ -1,9 +1,10 @@
 """Reading a run folder for the viewer: episodes, metrics and tournament JSONs.
 
-Episodes come from three places, each listed with a stable key ``<file>/<line>``:
+Episodes come from four places, each listed with a stable key ``<file>/<line>``:
 ``episodes/step_*.jsonl.gz`` (what training saves, :mod:`arena.view.record`),
-the run's ``runner.episodes_jsonl`` file when training saved no step files, and
-``play/episodes.jsonl`` (games played in the viewer). Files are re-read when
+the run's ``runner.episodes_jsonl`` file when training saved no step files,
+``evals/<name>/step_*.jsonl.gz`` (the held-out games of ``train.evals``, source
+``eval:<name>``, never trained on) and ``play/episodes.jsonl`` (games played in the viewer). Files are re-read when
 their size or modification time changes, so a run in progress shows its new
 steps. Only a small summary of each episode stays in memory; a page that shows
 one episode reads its file again.
@@ -24,6 +25,7 @@ from typing import Any
 from arena.view.record import EPISODES_DIR, read_step_file
 
 PLAY_FILE = Path("play") / "episodes.jsonl"
+EVALS_DIR = "evals"  # arena/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
 _STEP = re.compile(r"step_(\d+)")
 
 
@@ -143,6 +145,9 @@ class RunStore:
                     path = Path(log)
                 if path.is_file():
                     files.append((path, None, "log"))
+        for p in sorted((self.run_dir / EVALS_DIR).glob("*/step_*.jsonl*")):
+            m = _STEP.search(p.name)
+            files.append((p, int(m.group(1)) if m else None, f"eval:{p.parent.name}"))
         play = self.run_dir / PLAY_FILE
         if play.is_file():
             files.append((play, None, "play"))
@@ -150,7 +155,11 @@ class RunStore:
 
     @staticmethod
     def _name(path: Path, source: str) -> str:
-        return "play" if source == "play" else path.name.split(".")[0]
+        """The key's file part: unique in the run and free of "/" (an eval's steps repeat training's)."""
+        if source == "play":
+            return "play"
+        stem = path.name.split(".")[0]
+        return f"eval-{path.parent.name}-{stem}" if source.startswith("eval:") else stem
 
     def rows(self) -> list[Row]:
         """Every episode's summary, re-reading files that changed."""
