@@ -1,7 +1,8 @@
 """Build a DeepSpeed engine for the learner; imported only when ``learner.backend: deepspeed``.
 
 On a machine without GPUs DeepSpeed's CPU accelerator is used with the gloo
-backend; a single process initialises its own one-rank process group. Under the
+backend; a single process initialises its own one-rank process group on a free
+localhost port, without writing a rendezvous into ``os.environ``. Under the
 ``deepspeed`` or ``torchrun`` launchers the ranks come from the environment.
 Gradient accumulation is left to the caller (``managed_gradient_accumulation:
 false``): the learner runs its token-budget micro-batches, then steps once.
@@ -49,13 +50,16 @@ def ensure_process_group() -> None:
     skip_shm_comm_build()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    deepspeed.init_distributed(dist_backend=backend)
+    if "WORLD_SIZE" in os.environ:  # a launcher's ranks: its environment says where to meet
+        deepspeed.init_distributed(dist_backend=backend)
+        return
+    # One rank: an explicit rendezvous, so that no MASTER_PORT is left in os.environ for the processes
+    # this one starts. A leaked port is still held by this process's store: a child that inherited it
+    # failed with EADDRINUSE (a forked one-rank DeepSpeed run after an in-process one, in make test).
+    os.environ.setdefault("LOCAL_RANK", "0")  # DeepSpeed's engine reads it
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False,
+                               init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
 
 
 def deepspeed_config(cfg: LearnerConfig) -> dict[str, Any]:

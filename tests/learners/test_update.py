@@ -88,10 +88,16 @@ def test_completion_logprobs_shape(smol_fp32, batch: list[Sample]) -> None:
 
 
 def test_deepspeed_backend_steps_on_cpu(smol_fp32, batch: list[Sample]) -> None:
+    import os
+
     model = _fresh(smol_fp32)
     before = {k: v.clone() for k, v in model.named_parameters()}
     cfg = LearnerConfig(backend="deepspeed", lr=1e-4, beta=0.0)
+    env = {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")}
     learner = Learner(model, cfg, smol_fp32.tokenizer.pad_token_id)
+    # The one-rank process group leaves no rendezvous in the environment: a process started later
+    # would inherit a port this one still holds (EADDRINUSE in test_multirank's forked DeepSpeed run).
+    assert {k: os.environ.get(k) for k in env} == env
     stats = learner.step(batch)
     changed = sum(not torch.equal(v, before[k]) for k, v in learner.module.named_parameters())
     assert changed > 0.9 * len(before)
