@@ -238,7 +238,7 @@ class TrainEvals:
         if self.cfg.train.save_episodes:
             folder = self.run_dir / "evals" / spec.name
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"step_{step:06d}.jsonl.gz"  # prompts repeat turn to turn: gzip keeps ~1/10
+            path = folder / f"step_{step:06d}.jsonl.gz"  # prompts repeat turn to turn: 8 SpyRL games 98 kB -> 3.9 kB
             path.unlink(missing_ok=True)  # a resumed run replays the step: its file starts afresh
             write_jsonl(episodes, path)
         return eval_row(spec.name, summary, spec.metrics)
