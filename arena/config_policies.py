@@ -111,6 +111,10 @@ class ModelPolicySpec(BaseModel):
             raise ValueError("backend 'openai' cannot receive weight updates; a trainable policy uses hf or vllm")
         if self.enable_sleep_mode and self.backend != "vllm":
             raise ValueError("enable_sleep_mode only applies to backend 'vllm'")
+        if self.dtype == "auto":  # a bad ARENA_AUTO_DTYPE is a start-up error, not a failure at model load
+            from policies.hardware import forced_auto_dtype
+
+            forced_auto_dtype()
         return self
 
     def params_for(self, phase: str) -> SamplingParams:

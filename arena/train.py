@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     dist = distributed.from_env()
     if dist.active:
         check_ranks(cfg, dist.world)
-    from arena.trainer import Trainer, seed_everything
+    from arena.trainer import Trainer, precision_report, seed_everything
 
+    if dist.main:
+        print(precision_report(cfg), flush=True)
     distributed.init(dist, cfg.learner.device)
     seed_everything(cfg.train.seed)
     from policies.openai import ServerError

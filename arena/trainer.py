@@ -62,6 +62,22 @@ def resolve_precision(learner: Any) -> Any:
     return learner.model_copy(update=update)
 
 
+def precision_report(cfg: ArenaConfig) -> str:
+    """One line: what ``dtype: auto`` resolved to for each model policy that uses it, with the reason,
+    and the learner's weights and autocast (printed by ``arena.train`` at start-up)."""
+    from policies.hardware import auto_dtype
+
+    parts = []
+    for name, spec in cfg.policies.items():
+        if isinstance(spec, ModelPolicySpec) and spec.backend != "openai":
+            dtype, why = auto_dtype(spec.device) if spec.dtype == "auto" else (spec.dtype, "set in the config")
+            parts.append(f"policies.{name} {dtype} on {spec.device} ({'auto: ' if spec.dtype == 'auto' else ''}{why})")
+    learner = resolve_precision(cfg.learner)
+    weights = "bf16 weights, fp32 master" if learner.param_dtype == "bfloat16" else "float32 weights"
+    parts.append(f"learner {weights}{', bf16 autocast' if learner.autocast_bf16 else ''} on {cfg.learner.device}")
+    return "precision: " + "; ".join(parts)
+
+
 def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
     """Mean game metrics and mean total reward per role over a step's episodes."""
     sums: dict[str, list[float]] = defaultdict(list)
@@ -285,7 +301,8 @@ class Trainer:
         if self.canary_max_gap is None or getattr(self.generator, "model", None) is self.learner.module:
             return {}  # off, or nothing was synced: the generator runs on the learner's own model
         picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)
-        return {"sync/canary_gap": sync_gap(self.generator, self.learner, picked)} if picked else {}
+        dtype = self.cfg.policies[self.cfg.trainable].resolved_dtype  # type: ignore[union-attr]
+        return {"sync/canary_gap": sync_gap(self.generator, self.learner, picked, dtype)} if picked else {}
 
     # -------------------------------------------------------------- logging
     def _log(self, row: dict[str, Any], episodes: Sequence[Episode]) -> None:

@@ -1,19 +1,26 @@
-"""The weight-sync canary's gap (arena/canary.py) on the built-in model, per generator backend and dtype.
+"""The weight-sync canary's gap (arena/canary.py) on the built-in model, per generator backend and dtype,
+against the learning rate and the number of updates, for a correct sync and for stale ones.
 
-    .venv/bin/python bench/sync_canary.py                       # hf float32 and bfloat16, vLLM float32 and bfloat16
-    .venv/bin/python bench/sync_canary.py --backends hf --lr 2e-5
+    .venv/bin/python bench/sync_canary.py                                  # hf and vLLM, float32 and bfloat16
+    .venv/bin/python bench/sync_canary.py --backends hf --dtypes bfloat16 float16 --lrs 1e-6 2e-5 --updates 3
 
-Play a few SpyRL games with the float32 hf generator (real prompts and completions);
-then for each generator, on the first ``--samples`` trainable completions (as the
-trainer picks them), report the mean |logprob| gap between the generator and a float32 learner copy of
-the same weights
+Play a few SpyRL games with the float32 hf generator (real prompts and completions); then for
+each generator (backend, dtype) and each learning rate, a float32 learner takes ``--updates``
+AdamW steps on the first ``--samples`` trainable completions (advantages +1/-1, as the trainer
+picks the canary's turns), and after each step the mean |logprob| gap in nats/token between the
+generator and the learner is measured on those completions at temperature 1:
 
 - ``fresh``: before any update (the backend's numerics alone);
-- ``stale``: after ONE learner update at ``--lr`` that was NOT synced (what the canary must catch);
-- ``synced``: after that update was pushed to the generator (must pass).
+- ``stale1``: after the step, before its push (the generator one update behind);
+- ``staleK``: after the last step, with the generator put back on the initial weights (all
+  ``--updates`` behind);
+- ``synced``: after the push (what a correct sync leaves; must pass).
 
-The defaults of ``train.sync_canary_max_gap: auto`` come from these figures
-(bench/RESULTS.md).
+Each gap is measured two ways: ``rounded`` (the canary's rule: the learner's weights rounded to the
+generator's dtype first, ``Learner.score(weights_dtype=...)``) and ``fp32`` (the learner as it is, the
+rule before 2026-12-01). ``moved`` is the share of weights whose value in the generator's dtype
+changed since the start: an fp32 update smaller than half a bf16 step rounds away, so a correct bf16
+sync can deliver none of it, and the fp32 rule then reads a correct sync as stale.
 """
 
 from __future__ import annotations
@@ -33,60 +40,106 @@ def completions(samples: int, games: int) -> list:
 
     cfg = load_config(ROOT / "games/spy/spy.yaml", [
         "policies.learner.dtype=float32", "runner.progress=false", "policies.learner.sampling.max_new_tokens=24",
-        f"runner.num_envs={games}",
+        f"runner.num_envs={games}", "policies.learner.backend=hf",
     ])
     gen = make_model_policy(cfg.policies["learner"], "learner", ModelStore())
     episodes = build_runner(cfg, {"learner": gen}).play(list(range(games)))
     return canary_samples(episodes, "learner", samples)
 
 
-def measure(backend: str, dtype: str, lr: float, picked: list) -> dict[str, float]:
+def push(gen, state: dict) -> None:
     import torch
 
-    from arena.build import ModelStore, make_model_policy
-    from arena.canary import sync_gap
-    from arena.config import load_config
-    from learners.config import LearnerConfig
-    from learners.update import Learner
-    from arena.models import load_causal_lm
-
-    cfg = load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
-    spec = cfg.policies["learner"]
-    gen = make_model_policy(spec, "learner", ModelStore())
-    model, tok = load_causal_lm(spec.model, dtype="float32", device="cpu")
-    learner = Learner(model, LearnerConfig(lr=lr, beta=0.0), tok.pad_token_id)
-    out = {"fresh": sync_gap(gen, learner, picked)}
-    learner.step([s.model_copy(update={"advantage": 1.0 if i % 2 else -1.0}) for i, s in enumerate(picked)])
-    out["stale"] = sync_gap(gen, learner, picked)
-    state = {k: v.detach().clone() for k, v in learner.module.state_dict().items()}
     if hasattr(gen, "load_weights"):
         gen.load_weights(state.items())
     else:
         with torch.no_grad():
             gen.model.load_state_dict(state)
-    start = time.perf_counter()
-    out["synced"] = sync_gap(gen, learner, picked)
-    out["canary_s"] = time.perf_counter() - start
-    out["tokens"] = float(sum(len(s.completion_ids) for s in picked))
-    return out
+
+
+def moved(initial: dict, state: dict, dtype: str) -> float:
+    import torch
+
+    target = getattr(torch, dtype)
+    changed = total = 0
+    for name, t in state.items():
+        if t.is_floating_point():
+            changed += int((t.to(target) != initial[name].to(target)).sum())
+            total += t.numel()
+    return changed / total
+
+
+def measure(backend: str, dtype: str, lrs: list[float], updates: int, picked: list) -> list[dict]:
+    from arena.build import ModelStore, make_model_policy
+    from arena.canary import sync_gap
+    from arena.config import load_config
+    from arena.models import load_causal_lm
+    from learners.config import LearnerConfig
+    from learners.update import Learner
+
+    cfg = load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
+    spec = cfg.policies["learner"]
+    gen = make_model_policy(spec, "learner", ModelStore())
+    rows = []
+    for lr in lrs:
+        model, tok = load_causal_lm(spec.model, dtype="float32", device="cpu")
+        learner = Learner(model, LearnerConfig(lr=lr, beta=0.0), tok.pad_token_id)
+        initial = {k: v.detach().clone() for k, v in learner.module.state_dict().items()}
+        push(gen, initial)
+
+        def gaps(tag: str) -> dict[str, float]:
+            return {f"{tag}_rounded": sync_gap(gen, learner, picked, dtype), f"{tag}_fp32": sync_gap(gen, learner, picked)}
+
+        fresh = gaps("fresh")
+        batch = [s.model_copy(update={"advantage": 1.0 if i % 2 else -1.0}) for i, s in enumerate(picked)]
+        for k in range(1, updates + 1):
+            learner.step(batch)
+            row = {"backend": backend, "dtype": dtype, "lr": lr, "update": k, **fresh, **gaps("stale1")}
+            state = {n: v.detach().clone() for n, v in learner.module.state_dict().items()}
+            push(gen, state)
+            start = time.perf_counter()
+            row |= gaps("synced")
+            row["canary_s"] = (time.perf_counter() - start) / 2
+            row["moved"] = moved(initial, state, dtype)
+            if k == updates:
+                push(gen, initial)
+                row |= gaps(f"stale{updates}")
+                push(gen, state)
+            rows.append(row)
+            print(row, flush=True)
+    return rows
+
+
+def table(rows: list[dict], updates: int) -> str:
+    head = ("| generator | dtype | lr | update | moved | fresh | synced | stale1 | "
+            f"stale{updates} | synced, fp32 rule | stale1, fp32 rule |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        last = r.get(f"stale{updates}_rounded")
+        out.append(
+            f"| {r['backend']} | {r['dtype']} | {r['lr']:g} | {r['update']} | {100 * r['moved']:.3g}% | "
+            f"{r['fresh_rounded']:.3g} | {r['synced_rounded']:.3g} | {r['stale1_rounded']:.3g} | "
+            f"{'' if last is None else f'{last:.3g}'} | {r['synced_fp32']:.3g} | {r['stale1_fp32']:.3g} |"
+        )
+    return "\n".join(out)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--backends", nargs="+", default=["hf", "vllm"])
     p.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    p.add_argument("--lr", type=float, default=2e-5, help="one update at this rate (spy.yaml's)")
+    p.add_argument("--lrs", type=float, nargs="+", default=[1e-6, 2e-5],
+                   help="learning rates (1e-6: the learner's default; 2e-5: spy.yaml's)")
+    p.add_argument("--updates", type=int, default=3)
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--games", type=int, default=2)
     args = p.parse_args()
-    print("| generator | dtype | fresh | stale (1 unsynced step) | synced | canary time |")
-    print("|---|---|---|---|---|---|")
     picked = completions(args.samples, args.games)
+    rows = []
     for backend in args.backends:
         for dtype in args.dtypes:
-            r = measure(backend, dtype, args.lr, picked)
-            print(f"| {backend} | {dtype} | {r['fresh']:.2e} | {r['stale']:.2e} | {r['synced']:.2e} | "
-                  f"{r['canary_s']:.2f} s ({int(r['tokens'])} tokens) |", flush=True)
+            rows += measure(backend, dtype, args.lrs, args.updates, picked)
+    print(table(rows, args.updates))
 
 
 if __name__ == "__main__":

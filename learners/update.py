@@ -36,8 +36,9 @@ arena.train refuses it with several ranks).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -59,6 +60,32 @@ def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
             cur = need.get(name)
             need[name] = 0 if term.topk == 0 or cur == 0 else max(cur or 0, term.topk)
     return need
+
+
+@contextlib.contextmanager
+def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
+    """Within the block every floating-point weight of ``module`` holds its value rounded to ``dtype``
+    (round to nearest even, as ``Tensor.to`` and a sync's ``copy_`` round); after it, the exact original.
+
+    The originals wait in CPU memory (one copy of the weights that are wider than ``dtype``); a
+    DeepSpeed ZeRO-3 parameter's own partition (``ds_tensor``) is what is rounded. ``None``, or weights
+    no wider than ``dtype``, change nothing."""
+    target = getattr(torch, dtype) if dtype else None
+    tensors = []
+    if target is not None:
+        for p in module.parameters():
+            data = getattr(p, "ds_tensor", None)
+            data = p.data if data is None else data
+            if data.is_floating_point() and data.numel() and torch.finfo(data.dtype).bits > torch.finfo(target).bits:
+                tensors.append(data)
+    saved = [t.to("cpu", copy=True) for t in tensors]
+    try:
+        for t in tensors:
+            t.copy_(t.to(target))
+        yield
+    finally:
+        for t, original in zip(tensors, saved, strict=True):
+            t.copy_(original)
 
 
 class Learner:
@@ -238,11 +265,17 @@ class Learner:
         return stats
 
     @torch.no_grad()
-    def score(self, samples: Sequence[Sample], temperature: float = 1.0) -> list[list[float]]:
+    def score(self, samples: Sequence[Sample], temperature: float = 1.0, weights_dtype: str | None = None) -> list[list[float]]:
         """Teacher-forced logprobs of each sample's completion under the current weights (no autocast;
-        bf16 numerics with bf16 weights) at ``temperature``: the learner's side of the weight-sync canary."""
+        bf16 numerics with bf16 weights) at ``temperature``: the learner's side of the weight-sync canary.
+
+        ``weights_dtype`` (e.g. a bf16 generator's ``"bfloat16"``): score with every weight first rounded
+        to that dtype, as a correct sync leaves them in the generator, then restored bit for bit. An fp32
+        update smaller than half a bf16 step rounds away in the generator, so the unrounded learner is not
+        what a correct sync can deliver (arena/canary.py)."""
         mb = collate(samples, list(range(len(samples))), self.pad_id, self.device)
-        logp = completion_logprobs(self._forward_model(), mb, temperature)
+        with rounded_weights(self.module, weights_dtype):
+            logp = completion_logprobs(self._forward_model(), mb, temperature)
         return [logp[r, : len(s.completion_ids)].tolist() for r, s in enumerate(samples)]
 
     def _term_stats(
