@@ -479,6 +479,6 @@ def test_token_colours_and_auso_weights_render_escaped(tmp_path: Path) -> None:
             return [{5: "<b>", 6: "hi"}[i[0]] for i in ids]
 
     EpisodeLog(tmp_path, 1.0, Tok(), "me").write(1, [ep], [s])
-    html = TestClient(create_app(tmp_path)).get("/episode/step_000001/0").text
+    html = TestClient(create_app(tmp_path), base_url="http://127.0.0.1").get("/episode/step_000001/0").text
     assert 'title="logprob -0.500 · weight 0.200">&lt;b&gt;</span>' in html and "<b>hi" not in html
     assert 'value="w"' in html and "advantage: <b>0.500</b>" in html
