@@ -196,6 +196,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
         if found is None:
             raise HTTPException(404, "no such episode")
         row, ep = found
+        ep = {**ep, **{k: ep[k] if isinstance(ep.get(k), dict) else {} for k in ("roles", "rewards", "outcome", "info", "metrics")}}
         try:
             phases, seats, cells = render.action_grid(ep)
             turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or [] if isinstance(t, dict)]

@@ -30,6 +30,10 @@ MAX_LINE_BYTES = 16 * 2**20  # one JSONL line (one episode)
 _CHUNK = 2**20
 
 
+def _size(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} bytes"
+
+
 class Refused(Exception):
     """A file the viewer will not read; the message says why (shown on the page)."""
 
@@ -71,7 +75,7 @@ def open_regular(path: Path, root: Path | None, max_bytes: int = MAX_FILE_BYTES)
     if not stat.S_ISREG(st.st_mode):
         raise Refused("not a regular file")
     if st.st_size > max_bytes:
-        raise Refused(f"larger than {max_bytes // 2**20} MiB")
+        raise Refused(f"larger than {_size(max_bytes)}")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(real, flags)
@@ -93,7 +97,7 @@ def read_bytes(path: Path, root: Path | None, max_bytes: int = MAX_FILE_BYTES) -
     with open_regular(path, root, max_bytes) as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise Refused(f"larger than {max_bytes // 2**20} MiB")
+        raise Refused(f"larger than {_size(max_bytes)}")
     return data
 
 
@@ -126,7 +130,7 @@ def _raw_lines(f: IO[bytes], max_line: int, max_total: int, skips: Skips, name: 
             yield line  # the last one may lack its newline: it is parsed all the same
             continue
         if total > max_total:
-            skips.files[name] = f"stopped after {max_total // 2**20} MiB"
+            skips.files[name] = f"stopped after {_size(max_total)}"
             return
 
 
