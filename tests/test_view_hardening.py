@@ -403,3 +403,59 @@ def test_a_hostile_folder_neither_hangs_nor_grows_the_real_server(tmp_path: Path
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+# ---------------------------------------------------------------- writes: body cap, and the play file
+def test_a_write_body_is_capped_before_the_form_is_parsed(run: Path) -> None:
+    c = client(run)
+    form = {"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://127.0.0.1"}
+    big = FORM + "&pad=" + "x" * (2 * 2**20)
+    assert c.post("/play", content=big, headers=form).status_code == 413
+    chunked = c.post("/play", content=iter([big.encode()[i : i + 65536] for i in range(0, len(big), 65536)]),
+                     headers=form)  # no Content-Length: counted as it comes
+    assert chunked.status_code == 413
+    r = c.post("/play", content=big, headers={**form, "Origin": "http://evil.example"})
+    assert r.status_code == 403 and HEADERS <= set(r.headers)
+    assert not c.app.state.host.sessions
+
+
+def _play_through(c: TestClient, sid: str, timeout: float = 60) -> Any:
+    """Answer every turn of the person's seat over HTTP; the finished session."""
+    host = c.app.state.host
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = c.get(f"/api/play/{sid}").json()["status"]
+        if status in ("done", "error"):
+            return host.sessions[sid]
+        if status == "you":
+            r = c.post(f"/play/{sid}/reply", data={"reply": "Answer: 1\n\\boxed{1}"},
+                       headers={"Origin": "http://127.0.0.1"}, follow_redirects=False)
+            assert r.status_code == 303
+        time.sleep(0.05)
+    raise AssertionError("the game did not end")
+
+
+def test_a_played_game_is_never_written_through_a_link_or_to_a_fifo(run: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("")
+    play = run / "play"
+    play.mkdir(exist_ok=True)
+    c = client(run)
+    own = {"Origin": "http://127.0.0.1", "Content-Type": "application/x-www-form-urlencoded"}
+    try:
+        (play / "episodes.jsonl").symlink_to(outside)
+        sid = c.post("/play", content=FORM, headers=own, follow_redirects=False).headers["location"].rsplit("/", 1)[1]
+        session = _play_through(c, sid)
+        assert session.status == "error" and "could not be saved" in session.error and outside.read_text() == ""
+        (play / "episodes.jsonl").unlink()
+        os.mkfifo(play / "episodes.jsonl")
+        sid = c.post("/play", content=FORM, headers=own, follow_redirects=False).headers["location"].rsplit("/", 1)[1]
+        session = _play_through(c, sid)  # would hang on the FIFO if opened as a plain file
+        assert session.status == "error" and "could not be saved" in session.error
+        (play / "episodes.jsonl").unlink()
+        sid = c.post("/play", content=FORM, headers=own, follow_redirects=False).headers["location"].rsplit("/", 1)[1]
+        session = _play_through(c, sid)  # a plain folder: saved, and listed under the key the page links
+        assert session.status == "done" and session.episode_key == "play/0"
+        assert c.get("/episode/play/0").status_code == 200
+    finally:
+        (play / "episodes.jsonl").unlink(missing_ok=True)

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import jinja2
@@ -42,8 +44,9 @@ HERE = Path(__file__).parent
 PER_PAGE = 100
 MAX_PER_PAGE = 1000
 MAX_REPLY_CHARS = 100_000
+MAX_BODY_BYTES = 1 * 2**20  # a write's whole body (the play forms are a few KB)
 DEFAULT_HOSTS = ("127.0.0.1", "localhost", "::1")
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
@@ -91,6 +94,49 @@ def split_host(text: str) -> tuple[str, int | None]:
     return name, int(port) if port else None
 
 
+class WriteGuard:
+    """ASGI middleware for every request that is not GET/HEAD: its Origin is checked (see
+    :meth:`Origins.allows`) and its body capped at :data:`MAX_BODY_BYTES` *before* the app parses
+    the form, so another site's page can neither write nor make the server buffer a huge body."""
+
+    def __init__(self, app: ASGIApp, origins: Origins):
+        self.app, self.origins = app, origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if not self.origins.same_origin(headers, scope):
+            await PlainTextResponse("writes must come from this viewer's own pages", 403)(scope, receive, send)
+            return
+        declared = headers.get("content-length", "0")
+        too_big = PlainTextResponse(f"a request body holds at most {MAX_BODY_BYTES} bytes", 413)
+        if not (declared.isascii() and declared.isdigit()) or int(declared[:12]) > MAX_BODY_BYTES:
+            await too_big(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:  # chunked bodies too: read at most the cap, then replay it to the app
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                await too_big(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 class Origins:
     """The allowed hosts: what ``TrustedHostMiddleware`` matches the Host header with, and the
     origins a write may come from (http, an allowed host, the server's port or the host's own)."""
@@ -104,6 +150,16 @@ class Origins:
     def trusted_hosts(self) -> list[str]:
         """Host header patterns, IPv6 literals in brackets as the header writes them."""
         return [f"[{h}]" if ":" in h else h for h in self.hosts]
+
+    def same_origin(self, headers: Headers, scope: Scope) -> bool:
+        """A write from this viewer's pages: its Origin is allowed on the port the server listens on
+        (never compared with the Host header, which the other site controls). Without Origin (curl),
+        a browser's Sec-Fetch-Site must not say another site sent it."""
+        origin = headers.get("origin")
+        if origin is None:
+            return headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+        server = scope.get("server")
+        return self.allows(origin, server[1] if server else None)
 
     def allows(self, origin: str, server_port: int | None) -> bool:
         try:
@@ -161,6 +217,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
     origins = Origins(allow_hosts)
     env = make_env()
     app = FastAPI(title="arena view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(WriteGuard, origins=origins)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=origins.trusted_hosts(), www_redirect=False)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so the Host check's 400 carries them too
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -239,17 +296,8 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
         return page("play_form.html", names=names, chosen=chosen, seats=seats, opponents=opponents, error=error)
 
     def same_origin(request: Request) -> None:
-        """Refuse a form posted by another site's page: a browser sends Origin with every POST, and it
-        must be this viewer's (allowed host, the port the server listens on), not whatever the Host
-        header says. Without Origin (curl), a browser's Sec-Fetch-Site must not say cross-site."""
-        origin = request.headers.get("origin")
-        server = request.scope.get("server")
-        port = server[1] if server else request.url.port
-        if origin is not None:
-            ok = origins.allows(origin, port)
-        else:
-            ok = request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
-        if not ok:
+        """Refuse a form posted by another site's page (WriteGuard did already; kept beside each write)."""
+        if not origins.same_origin(request.headers, request.scope):
             raise HTTPException(403, "the play form must be posted from this viewer")
 
     @app.post("/play")

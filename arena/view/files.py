@@ -92,6 +92,29 @@ def open_regular(path: Path, root: Path | None, max_bytes: int = MAX_FILE_BYTES)
         raise
 
 
+def append_line(path: Path, root: Path, text: str) -> None:
+    """Append one line to ``path`` inside ``root`` (created if missing): never through a symlink, never
+    to a FIFO or device (:class:`Refused`), so a hostile folder cannot make a write land elsewhere or block."""
+    real_root = root.resolve()
+    parent = path.parent.resolve()
+    if parent != real_root and real_root not in parent.parents:
+        raise Refused("leads outside the run folder")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(parent / path.name, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as e:  # ELOOP: a symlink; ENXIO: a FIFO nobody reads
+        raise Refused(f"cannot open for writing: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused("not a regular file")
+        os.set_blocking(fd, True)
+        data = (text.rstrip("\n") + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
 def read_bytes(path: Path, root: Path | None, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """A whole (small) regular file; :class:`Refused` as :func:`open_regular`."""
     with open_regular(path, root, max_bytes) as f:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arena.view.files import Refused
 from policies.base import Completion, Request
 
 PERSON = "person"
@@ -173,7 +174,7 @@ class PlayHost:
     def _run(self, session: PlaySession) -> None:
         from arena.build import sampling_table
         from arena.runner import Runner, SeatMap
-        from arena.types import write_jsonl
+        from arena.view.files import Skips, append_line, json_lines
 
         try:
             cfg = self.load(session.config_name)
@@ -186,15 +187,18 @@ class PlayHost:
             (episode,) = runner.play([session.seed])
             out = self.run_dir / "play" / "episodes.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock:
-                lines = sum(1 for line in out.open(encoding="utf-8") if line.strip()) if out.exists() else 0
-                write_jsonl([episode], out)
+            with self._lock:  # read and written as the viewer reads: a link or FIFO put there is refused
+                lines = sum(1 for _ in json_lines(out, self.run_dir, Skips())) if out.exists() else 0
+                append_line(out, self.run_dir, episode.model_dump_json())
             session.episode_key = f"play/{lines}"
             session.result = {"rewards": episode.rewards, "roles": episode.roles,
                               "outcome": {s: o.model_dump() for s, o in episode.outcome.items()}}
             session.status = "done"
         except IdleTimeout as e:
             session.error = f"the game ended: {e}"
+            session.status = "error"
+        except Refused as e:
+            session.error = f"the game could not be saved to play/episodes.jsonl: {e}"
             session.status = "error"
         except Exception as e:  # noqa: BLE001 - shown on the play page; the server keeps running
             session.error = f"{type(e).__name__}: {e}"
