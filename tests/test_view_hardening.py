@@ -394,6 +394,8 @@ def test_a_hostile_folder_neither_hangs_nor_grows_the_real_server(tmp_path: Path
         listing = results[0]
         assert [s for s, _, _ in results] == [200, 200, 200, 200, 404, 200]
         assert "not a regular file" in listing[2] and "3 of 3 episodes" in listing[2], listing[2][-3000:]
+        assert "leads outside the run folder" in listing[2]  # /dev/zero
+        assert "2 lines skipped" in listing[2]  # the bomb's one 300 MB line, and the 40 MB one
         assert json.loads(results[2][2]) == {"rows": [], "next": 0, "skipped": 0}
         for _ in range(3):  # the files do not change: served from the cache, quickly
             assert request(port, "GET", "/", host)[0] == 200
