@@ -274,6 +274,7 @@ def test_bad_lines_and_files_are_skipped_counted_and_shown(tmp_path: Path) -> No
     (run / "episodes" / "step_000003.jsonl.gz").write_bytes(bytes(corrupt))
     (run / "episodes" / "step_000004.jsonl.gz").write_bytes(b"this is not gzip at all\n")
     (run / "episodes" / "step_000005.jsonl.gz").write_bytes(whole + b"trailing garbage")  # all 200 kept
+    (run / "episodes" / "step_000007.jsonl.gz").symlink_to(run / "gone")  # dangling: counted, not a 500
     r = c.get("/")
     assert r.status_code == 200 and "files not (fully) read" in r.text
     store: RunStore = c.app.state.store
@@ -282,6 +283,7 @@ def test_bad_lines_and_files_are_skipped_counted_and_shown(tmp_path: Path) -> No
     assert any("step_000002" in k and "unreadable after" in v for k, v in by_file.items())
     assert any("step_000003" in k and "unreadable after" in v for k, v in by_file.items())
     assert any("step_000004" in k for k in by_file) and not any("step_000001" in k for k in by_file)
+    assert any("step_000007" in k and "cannot stat" in v for k, v in by_file.items())
     n2 = sum(1 for r in rows if r.key.startswith("step_000002/"))
     n3 = sum(1 for r in rows if r.key.startswith("step_000003/"))
     n5 = sum(1 for r in rows if r.key.startswith("step_000005/"))

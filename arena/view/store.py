@@ -159,7 +159,8 @@ class RunStore:
             for path, step, source in self.episode_files():
                 try:
                     st = path.stat()
-                except OSError:
+                except OSError as e:  # a dangling link, a file gone since the listing
+                    total.files[str(path)] = f"cannot stat: {e.strerror}"
                     continue
                 sig = (st.st_mtime, st.st_size)
                 cached = self._files.get(path)
