@@ -168,6 +168,7 @@ def browser() -> Iterator[Any]:
     opts.binary_location = binary
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
         opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console messages: CSP violations show there
     driver = webdriver.Chrome(options=opts, service=Service(executable_path=driver_path))
     driver.set_page_load_timeout(60)
     yield driver
@@ -177,7 +178,7 @@ def browser() -> Iterator[Any]:
 class Server:
     """The viewer app served by uvicorn in a thread, on a free loopback port."""
 
-    def __init__(self, run_dir: Path, tournaments: list[Path] | None = None):
+    def __init__(self, run_dir: Path, tournaments: list[Path] | None = None, **options: Any):
         import uvicorn
 
         from arena.view.app import create_app
@@ -185,7 +186,7 @@ class Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.app = create_app(run_dir, tournaments)
+        self.app = create_app(run_dir, tournaments, **options)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -479,6 +480,6 @@ def test_token_colours_and_auso_weights_render_escaped(tmp_path: Path) -> None:
             return [{5: "<b>", 6: "hi"}[i[0]] for i in ids]
 
     EpisodeLog(tmp_path, 1.0, Tok(), "me").write(1, [ep], [s])
-    html = TestClient(create_app(tmp_path)).get("/episode/step_000001/0").text
+    html = TestClient(create_app(tmp_path), base_url="http://127.0.0.1").get("/episode/step_000001/0").text
     assert 'title="logprob -0.500 · weight 0.200">&lt;b&gt;</span>' in html and "<b>hi" not in html
     assert 'value="w"' in html and "advantage: <b>0.500</b>" in html

@@ -21,8 +21,8 @@ def test_store_reads_a_run_in_progress(tmp_path: Path) -> None:
     assert all(r.outcome.startswith("won: ") for r in rows)
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"step": 3, "lo')  # a line still being written is not read yet
-    metrics, count = store.metrics()
-    assert [m["step"] for m in metrics] == [1, 2] and count == 2
+    metrics, count, skipped = store.metrics()
+    assert [m["step"] for m in metrics] == [1, 2] and count == 2 and skipped == 0
     assert store.episode("step_000002/1")[1]["episode_id"] == rows[3].episode_id
     assert store.episode("nope/0") is None and store.episode("step_000001/x") is None
 

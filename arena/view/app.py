@@ -4,6 +4,18 @@ Every page is a GET that reads the run folder, except the play routes
 (``POST /play``, ``POST /play/<id>/reply``), the only ones that write. Jinja2
 autoescaping is on for every template, and data for scripts is fetched as JSON,
 never pasted into a page, so model text always shows as text.
+
+A web page the person visits must not drive the viewer, so:
+
+* only requests whose ``Host`` is an allowed host are served (Starlette's
+  ``TrustedHostMiddleware``; 127.0.0.1, localhost and ::1 by default, more with
+  ``--allow-host``): a DNS-rebinding page, whose requests carry its own host name, gets 400;
+* a write must come from the viewer's own origin: its ``Origin`` must be
+  ``http://<allowed host>:<the port the server listens on>`` (or a port given with the host);
+  it is never compared with the ``Host`` header, which the other site controls;
+* every response carries a strict Content-Security-Policy (scripts and styles from
+  /static only, no framing) and X-Frame-Options, X-Content-Type-Options and Referrer-Policy;
+* play sessions are capped (429 beyond the cap) and end after an idle timeout.
 """
 
 from __future__ import annotations
@@ -14,18 +26,151 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 import jinja2
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from arena.view import render
-from arena.view.play import PlayHost
+from arena.view.play import IDLE_S, MAX_SESSIONS, PlayHost, SessionCap
 from arena.view.store import Row, RunStore
 
 HERE = Path(__file__).parent
 PER_PAGE = 100
 MAX_PER_PAGE = 1000
+MAX_REPLY_CHARS = 100_000
+MAX_BODY_BYTES = 1 * 2**20  # a write's whole body (the play forms are a few KB)
+DEFAULT_HOSTS = ("127.0.0.1", "localhost", "::1")
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),  # not no-referrer: Chrome then posts Origin: null
+]
+
+
+class SecurityHeaders:
+    """ASGI middleware: the security headers on every HTTP response (errors and static files too)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def split_host(text: str) -> tuple[str, int | None]:
+    """'name', 'name:port', '[::1]:port' or '::1' -> (lowercased name without brackets, port or None)."""
+    text = text.strip().lower()
+    if text.startswith("["):
+        name, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        name, port = text.split(":")
+    else:
+        name, port = text, ""
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"not a host[:port]: {text!r}")
+    if not name:
+        raise ValueError(f"not a host[:port]: {text!r}")
+    return name, int(port) if port else None
+
+
+class WriteGuard:
+    """ASGI middleware for every request that is not GET/HEAD: its Origin is checked (see
+    :meth:`Origins.allows`) and its body capped at :data:`MAX_BODY_BYTES` *before* the app parses
+    the form, so another site's page can neither write nor make the server buffer a huge body."""
+
+    def __init__(self, app: ASGIApp, origins: Origins):
+        self.app, self.origins = app, origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if not self.origins.same_origin(headers, scope):
+            await PlainTextResponse("writes must come from this viewer's own pages", 403)(scope, receive, send)
+            return
+        declared = headers.get("content-length", "0")
+        too_big = PlainTextResponse(f"a request body holds at most {MAX_BODY_BYTES} bytes", 413)
+        if not (declared.isascii() and declared.isdigit()) or int(declared[:12]) > MAX_BODY_BYTES:
+            await too_big(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:  # chunked bodies too: read at most the cap, then replay it to the app
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                await too_big(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class Origins:
+    """The allowed hosts: what ``TrustedHostMiddleware`` matches the Host header with, and the
+    origins a write may come from (http, an allowed host, the server's port or the host's own)."""
+
+    def __init__(self, extra: list[str] | None = None):
+        self.hosts: dict[str, set[int]] = {}
+        for text in [*DEFAULT_HOSTS, *(extra or [])]:
+            name, port = split_host(text)
+            self.hosts.setdefault(name, set()).update([port] if port else [])
+
+    def trusted_hosts(self) -> list[str]:
+        """Host header patterns, IPv6 literals in brackets as the header writes them."""
+        return [f"[{h}]" if ":" in h else h for h in self.hosts]
+
+    def same_origin(self, headers: Headers, scope: Scope) -> bool:
+        """A write from this viewer's pages: its Origin is allowed on the port the server listens on
+        (never compared with the Host header, which the other site controls). Without Origin (curl),
+        a browser's Sec-Fetch-Site must not say another site sent it."""
+        origin = headers.get("origin")
+        if origin is None:
+            return headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+        server = scope.get("server")
+        return self.allows(origin, server[1] if server else None)
+
+    def allows(self, origin: str, server_port: int | None) -> bool:
+        try:
+            parts = urlsplit(origin)
+            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        except ValueError:
+            return False
+        host = (parts.hostname or "").lower()
+        if parts.scheme != "http" or host not in self.hosts or parts.path not in ("", "/"):
+            return False
+        return port == server_port or port in self.hosts[host]
 
 
 def make_env() -> jinja2.Environment:
@@ -53,14 +198,28 @@ def filter_rows(rows: list[Row], q: dict[str, str]) -> list[Row]:
 
 
 def _int(text: str | None, default: int) -> int:
-    return int(text) if text is not None and text.isdigit() else default
+    """A page number from the query: ``default`` when absent; 404 for anything but a few ASCII digits
+    (``²`` passes ``str.isdigit`` but not ``int``; 5,000 digits pass neither sensibly)."""
+    if text is None or text == "":
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        raise HTTPException(404, "no such page")
+    return int(text)
 
 
-def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
+def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts: list[str] | None = None,
+               max_sessions: int = MAX_SESSIONS, idle_s: float = IDLE_S) -> FastAPI:
+    """The viewer of ``run_dir``; ``allow_hosts``: host names (``name`` or ``name:port``) served besides
+    127.0.0.1, localhost and ::1; ``max_sessions`` live play sessions at most, each ended after
+    ``idle_s`` seconds without a reply."""
     store = RunStore(run_dir, tournaments)
-    host = PlayHost(run_dir, store.config())
+    host = PlayHost(run_dir, store.config(), max_sessions=max_sessions, idle_s=idle_s)
+    origins = Origins(allow_hosts)
     env = make_env()
     app = FastAPI(title="arena view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(WriteGuard, origins=origins)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=origins.trusted_hosts(), www_redirect=False)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so the Host check's 400 carries them too
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     def page(name: str, **ctx: Any) -> HTMLResponse:
@@ -70,7 +229,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
     def episodes(request: Request) -> HTMLResponse:
         t0 = time.perf_counter()
         q = {k: v for k, v in request.query_params.items() if v}
-        rows = store.rows()
+        rows, skips = store.scan()
         shown = filter_rows(rows, q)
         per_page = min(MAX_PER_PAGE, max(1, _int(q.get("per_page"), PER_PAGE)))
         pages = max(1, math.ceil(len(shown) / per_page))
@@ -86,7 +245,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         link = {k: v for k, v in q.items() if k != "page"}
         return page("episodes.html", rows=shown[(page_no - 1) * per_page : page_no * per_page], total=len(rows),
                     matched=len(shown), q=q, facets=facets, page=page_no, pages=pages, link=link,
-                    elapsed=time.perf_counter() - t0)
+                    skips=skips, elapsed=time.perf_counter() - t0)
 
     @app.get("/episode/{name}/{line}", response_class=HTMLResponse)
     def episode(name: str, line: str) -> HTMLResponse:
@@ -94,24 +253,33 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         if found is None:
             raise HTTPException(404, "no such episode")
         row, ep = found
-        phases, seats, cells = render.action_grid(ep)
-        turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or []]
-        return page("episode.html", row=row, ep=ep, turns=turns, views=render.private_views(ep, store.config()),
-                    phases=phases, seats=seats, cells=cells,
-                    has_weights=any(t.get("token_weights") for t in turns))
+        ep = {**ep, **{k: ep[k] if isinstance(ep.get(k), dict) else {} for k in ("roles", "rewards", "outcome", "info", "metrics")}}
+        try:
+            phases, seats, cells = render.action_grid(ep)
+            turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or [] if isinstance(t, dict)]
+            return page("episode.html", row=row, ep=ep, turns=turns, views=render.private_views(ep, store.config()),
+                        phases=phases, seats=seats, cells=cells,
+                        has_weights=any(t.get("token_weights") for t in turns))
+        except Exception as e:  # noqa: BLE001 - an episode of an odd shape: say so, never a 500
+            raise HTTPException(422, f"this episode cannot be shown ({type(e).__name__})") from None
 
     @app.get("/curves", response_class=HTMLResponse)
     def curves() -> HTMLResponse:
         return page("curves.html")
 
     @app.get("/api/metrics")
-    def metrics(since: int = 0) -> JSONResponse:
-        rows, count = store.metrics(max(0, since))
-        return JSONResponse({"rows": rows, "next": count})
+    def metrics(since: str | None = None) -> JSONResponse:
+        rows, count, skipped = store.metrics(_int(since, 0))
+        return JSONResponse({"rows": rows, "next": count, "skipped": skipped})
 
     @app.get("/tournaments", response_class=HTMLResponse)
     def tournaments() -> HTMLResponse:
-        items = [(str(p), render.tournament_view(data)) for p, data in store.tournaments()]
+        items = []
+        for p, data in store.tournaments():
+            try:
+                items.append((str(p), render.tournament_view(data)))
+            except Exception as e:  # noqa: BLE001 - one odd file is shown as an error, the page stays
+                items.append((str(p), render.tournament_view({"error": f"cannot show: {type(e).__name__}"})))
         return page("tournaments.html", items=items)
 
     # ----------------------------------------------------------------- play: the only writes
@@ -128,9 +296,8 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         return page("play_form.html", names=names, chosen=chosen, seats=seats, opponents=opponents, error=error)
 
     def same_origin(request: Request) -> None:
-        """Refuse a form posted by another site's page (a browser sends Origin with every POST)."""
-        origin = request.headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        """Refuse a form posted by another site's page (WriteGuard did already; kept beside each write)."""
+        if not origins.same_origin(request.headers, request.scope):
             raise HTTPException(403, "the play form must be posted from this viewer")
 
     @app.post("/play")
@@ -145,7 +312,10 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
             raise HTTPException(400, f"{config}: {e}") from None
         if seat not in host.seats(cfg) or opponent not in host.opponents(cfg, config):
             raise HTTPException(400, "unknown seat or opponent")
-        session = host.start(config, seat, opponent, seed)
+        try:
+            session = host.start(config, seat, opponent, seed)
+        except SessionCap as e:
+            raise HTTPException(429, str(e), headers={"Retry-After": "60"}) from None
         return RedirectResponse(f"/play/{session.id}", status_code=303)
 
     @app.get("/play/{sid}", response_class=HTMLResponse)
@@ -168,8 +338,10 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None) -> FastAPI:
         session = host.sessions.get(sid)
         if session is None:
             raise HTTPException(404, "no such game")
+        if len(reply) > MAX_REPLY_CHARS:
+            raise HTTPException(413, f"a reply holds at most {MAX_REPLY_CHARS} characters")
         session.reply(reply.replace("\r\n", "\n"))
         return RedirectResponse(f"/play/{sid}", status_code=303)
 
-    app.state.store, app.state.host = store, host
+    app.state.store, app.state.host, app.state.origins = store, host, origins
     return app

@@ -7,6 +7,12 @@ name (its model policies, a run's checkpoint, ``scripted:<bot>``). Whatever the
 person types is the completion, exactly like a model's: the game parses it and
 applies its invalid-output rule. The finished episode is appended to
 ``<run_dir>/play/episodes.jsonl`` in the runner's episode format.
+
+Each session holds a thread, so at most ``max_sessions`` games are live at once
+(:class:`SessionCap` beyond, which the app answers with 429), and a game whose
+person sends no reply for ``idle_s`` seconds ends (status ``error``, "no reply
+within ...") and frees its thread. Finished sessions are kept for their pages,
+the oldest dropped past :data:`KEEP_FINISHED`.
 """
 
 from __future__ import annotations
@@ -20,10 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arena.view.files import Refused
 from policies.base import Completion, Request
 
 PERSON = "person"
-WAIT_S = 3600.0  # a reply not posted within an hour ends the game with an empty (invalid) reply
+MAX_SESSIONS = 4  # live games at once (each holds a thread)
+IDLE_S = 600.0  # a game whose person sends no reply for this long ends
+KEEP_FINISHED = 100  # finished games kept for their pages
+LIVE = ("starting", "model", "you")
+
+
+class SessionCap(Exception):
+    """Too many live games: the app answers 429."""
+
+
+class IdleTimeout(Exception):
+    """The person sent no reply in time: the game ends and its thread with it."""
 
 
 class BrowserSeat:
@@ -52,14 +70,16 @@ class PlaySession:
     episode_key: str | None = None
     error: str | None = None
     result: dict[str, Any] | None = None
+    idle_s: float = IDLE_S
     _replies: queue.Queue[str] = field(default_factory=queue.Queue, repr=False)
 
     def ask(self, req: Request) -> str:
         self.request, self.status = req, "you"
         try:
-            text = self._replies.get(timeout=WAIT_S)
+            text = self._replies.get(timeout=self.idle_s)
         except queue.Empty:
-            text = ""
+            self.request = None
+            raise IdleTimeout(f"no reply within {self.idle_s:g} s") from None
         self.history.append((req.messages[-1]["content"] if req.messages else "", text))
         self.request, self.status = None, "model"
         return text
@@ -76,12 +96,16 @@ class PlaySession:
 class PlayHost:
     """Starts play sessions and keeps opponent policies loaded between games."""
 
-    def __init__(self, run_dir: Path, run_config: dict[str, Any]):
+    def __init__(self, run_dir: Path, run_config: dict[str, Any], max_sessions: int = MAX_SESSIONS,
+                 idle_s: float = IDLE_S):
         self.run_dir = run_dir
         self.run_config = run_config
+        self.max_sessions = max_sessions
+        self.idle_s = idle_s
         self.sessions: dict[str, PlaySession] = {}
         self._policies: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()  # not _lock: that one is held while a model loads
 
     # ----------------------------------------------------------------- choices
     def config_names(self) -> list[str]:
@@ -130,16 +154,27 @@ class PlayHost:
                 self._policies[key] = build_policies(cfg, names=[opponent])[opponent]
             return self._policies[key]
 
+    def live(self) -> int:
+        return sum(s.status in LIVE for s in list(self.sessions.values()))
+
     def start(self, config_name: str, seat: str, opponent: str, seed: int) -> PlaySession:
-        session = PlaySession(config_name=config_name, seat=seat, opponent=opponent, seed=seed)
-        self.sessions[session.id] = session
+        """A new game in its own thread; :class:`SessionCap` when ``max_sessions`` are live."""
+        with self._start_lock:
+            if self.live() >= self.max_sessions:
+                raise SessionCap(f"{self.max_sessions} games are being played already (--max-games); "
+                                 f"finish one, or wait for an idle one to end ({self.idle_s:g} s)")
+            finished = [k for k, s in self.sessions.items() if s.status not in LIVE]
+            for k in finished[: max(0, len(finished) - KEEP_FINISHED + 1)]:
+                del self.sessions[k]
+            session = PlaySession(config_name=config_name, seat=seat, opponent=opponent, seed=seed, idle_s=self.idle_s)
+            self.sessions[session.id] = session
         threading.Thread(target=self._run, args=(session,), daemon=True, name=f"play-{session.id}").start()
         return session
 
     def _run(self, session: PlaySession) -> None:
         from arena.build import sampling_table
         from arena.runner import Runner, SeatMap
-        from arena.types import write_jsonl
+        from arena.view.files import Skips, append_line, json_lines
 
         try:
             cfg = self.load(session.config_name)
@@ -152,13 +187,19 @@ class PlayHost:
             (episode,) = runner.play([session.seed])
             out = self.run_dir / "play" / "episodes.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock:
-                lines = sum(1 for line in out.open(encoding="utf-8") if line.strip()) if out.exists() else 0
-                write_jsonl([episode], out)
+            with self._lock:  # read and written as the viewer reads: a link or FIFO put there is refused
+                lines = sum(1 for _ in json_lines(out, self.run_dir, Skips())) if out.exists() else 0
+                append_line(out, self.run_dir, episode.model_dump_json())
             session.episode_key = f"play/{lines}"
             session.result = {"rewards": episode.rewards, "roles": episode.roles,
                               "outcome": {s: o.model_dump() for s, o in episode.outcome.items()}}
             session.status = "done"
+        except IdleTimeout as e:
+            session.error = f"the game ended: {e}"
+            session.status = "error"
+        except Refused as e:
+            session.error = f"the game could not be saved to play/episodes.jsonl: {e}"
+            session.status = "error"
         except Exception as e:  # noqa: BLE001 - shown on the play page; the server keeps running
             session.error = f"{type(e).__name__}: {e}"
             traceback.print_exc()

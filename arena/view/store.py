@@ -9,8 +9,10 @@ their size or modification time changes, so a run in progress shows its new
 steps. Only a small summary of each episode stays in memory; a page that shows
 one episode reads its file again.
 
-Everything is read defensively: a line that is not JSON, or a tournament file
-of an unexpected shape, is skipped or shown as it is, never a crash.
+Everything is read defensively (:mod:`arena.view.files`): only regular files inside
+the run folder, within size caps; a line that is not a JSON object, or an episode
+of an unexpected shape, is skipped and counted (the pages show the counts), a
+tournament file of an unexpected shape is shown as it is, never a crash.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arena.view.record import EPISODES_DIR, read_step_file
+from arena.view.files import Refused, Skips, finite, json_lines, read_bytes, read_json
+from arena.view.record import EPISODES_DIR
 
 PLAY_FILE = Path("play") / "episodes.jsonl"
 EVALS_DIR = "evals"  # arena/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
-_STEP = re.compile(r"step_(\d+)")
+_STEP = re.compile(r"step_(\d{1,18})", re.ASCII)
 
 
 @dataclass
@@ -88,48 +91,22 @@ def summarise(key: str, step: int | None, source: str, ep: dict[str, Any]) -> Ro
     )
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    """Episode dicts of a (gzip) JSONL file; a plain file's unreadable lines are skipped."""
-    out = []
-    try:
-        it = read_step_file(path) if path.suffix == ".gz" else _plain(path)
-        for ep in it:
-            out.append(ep)
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError):
-        pass  # a file being written: what was read so far is shown; the next refresh reads the rest
-    return out
-
-
-def _plain(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                ep = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(ep, dict):
-                yield ep
-
-
 class RunStore:
     """The run folder's episodes, metrics and tournaments, re-read as they change."""
 
     def __init__(self, run_dir: Path, tournaments: list[Path] | None = None):
         self.run_dir = run_dir
         self.extra_tournaments = list(tournaments or [])
-        self._files: dict[Path, tuple[tuple[float, int], list[Row]]] = {}
+        self._files: dict[Path, tuple[tuple[float, int], list[Row], Skips]] = {}
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- files
     def config(self) -> dict[str, Any]:
         try:
-            raw = json.loads((self.run_dir / "config.json").read_text())
-            return raw if isinstance(raw, dict) else {}
-        except (OSError, json.JSONDecodeError):
+            raw = read_json(self.run_dir / "config.json", self.run_dir)
+        except Refused:
             return {}
+        return raw if isinstance(raw, dict) else {}
 
     def episode_files(self) -> list[tuple[Path, int | None, str]]:
         """(file, step, source) in display order: training steps, then the runner's log, then play."""
@@ -142,14 +119,14 @@ class RunStore:
             if isinstance(log, str) and log:
                 path = Path(log) if Path(log).is_absolute() else self.run_dir / log
                 if not path.exists():
-                    path = Path(log)
-                if path.is_file():
+                    path = Path(log)  # relative to where training ran; read only if inside the run folder
+                if path.exists():
                     files.append((path, None, "log"))
         for p in sorted((self.run_dir / EVALS_DIR).glob("*/step_*.jsonl*")):
             m = _STEP.search(p.name)
             files.append((p, int(m.group(1)) if m else None, f"eval:{p.parent.name}"))
         play = self.run_dir / PLAY_FILE
-        if play.is_file():
+        if play.exists():
             files.append((play, None, "play"))
         return files
 
@@ -161,56 +138,83 @@ class RunStore:
         stem = path.name.split(".")[0]
         return f"eval-{path.parent.name}-{stem}" if source.startswith("eval:") else stem
 
-    def rows(self) -> list[Row]:
-        """Every episode's summary, re-reading files that changed."""
+    def _read(self, path: Path, step: int | None, source: str, skips: Skips) -> Any:
+        """(index, row, episode) of each episode of a file that summarises cleanly; the rest is counted."""
+        name = self._name(path, source)
+        i = 0
+        for ep in json_lines(path, self.run_dir, skips):
+            try:
+                row = summarise(f"{name}/{i}", step, source, ep)
+            except Exception:  # noqa: BLE001 - an episode of an odd shape: skipped and counted, never a 500
+                skips.lines += 1
+                continue
+            yield i, row, ep
+            i += 1
+
+    def scan(self) -> tuple[list[Row], Skips]:
+        """Every episode's summary, re-reading files that changed, and what was skipped."""
         out: list[Row] = []
+        total = Skips()
         with self._lock:
             for path, step, source in self.episode_files():
                 try:
                     st = path.stat()
-                except OSError:
+                except OSError as e:  # a dangling link, a file gone since the listing
+                    total.files[str(path)] = f"cannot stat: {e.strerror}"
                     continue
                 sig = (st.st_mtime, st.st_size)
                 cached = self._files.get(path)
                 if cached is None or cached[0] != sig:
-                    name = self._name(path, source)
-                    rows = [summarise(f"{name}/{i}", step, source, ep) for i, ep in enumerate(_read_lines(path))]
-                    cached = (sig, rows)
+                    skips = Skips()
+                    rows = [row for _, row, _ in self._read(path, step, source, skips)]
+                    cached = (sig, rows, skips)
                     self._files[path] = cached
                 out.extend(cached[1])
-        return out
+                total.add(cached[2])
+        return out, total
+
+    def rows(self) -> list[Row]:
+        """Every episode's summary (see :meth:`scan`)."""
+        return self.scan()[0]
 
     def episode(self, key: str) -> tuple[Row, dict[str, Any]] | None:
-        """One episode by its key, read from its file."""
+        """One episode by its key, read from its file; None for a key that names none."""
         name, _, line = key.partition("/")
-        if not line.isdigit():
+        if not (line.isascii() and line.isdigit()) or len(line) > 18:
             return None
+        want = int(line)
         for path, step, source in self.episode_files():
             if self._name(path, source) == name:
-                eps = _read_lines(path)
-                i = int(line)
-                if i < len(eps):
-                    return summarise(key, step, source, eps[i]), eps[i]
+                for i, row, ep in self._read(path, step, source, Skips()):
+                    if i == want:
+                        return row, ep
+                return None
         return None
 
     # ----------------------------------------------------------------- metrics
-    def metrics(self, since: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Rows of metrics.jsonl from line ``since`` on, and the line count read (complete lines only)."""
-        path = self.run_dir / "metrics.jsonl"
+    def metrics(self, since: int = 0) -> tuple[list[dict[str, Any]], int, int]:
+        """Rows of metrics.jsonl from line ``since`` on, the line count read (complete lines only) and
+        how many of those lines were skipped (not UTF-8, not a JSON object). NaN and infinities
+        become None, so the rows are valid JSON."""
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            return [], 0
-        lines = text.split("\n")[:-1]  # the last piece is empty or a line still being written
-        rows = []
+            data = read_bytes(self.run_dir / "metrics.jsonl", self.run_dir)
+        except Refused:
+            return [], 0, 0
+        lines = data.split(b"\n")[:-1]  # the last piece is empty or a line still being written
+        rows, skipped = [], 0
         for line in lines[since:]:
+            if not line.strip():
+                continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+                row = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):  # ValueError: bad JSON or bad UTF-8
+                skipped += 1
                 continue
             if isinstance(row, dict):
-                rows.append(row)
-        return rows, len(lines)
+                rows.append(finite(row))
+            else:
+                skipped += 1
+        return rows, len(lines), skipped
 
     # ----------------------------------------------------------------- tournaments
     def tournament_files(self) -> list[Path]:
@@ -221,10 +225,11 @@ class RunStore:
 
     def tournaments(self) -> list[tuple[Path, Any]]:
         out = []
+        extra = set(self.extra_tournaments)
         for p in self.tournament_files():
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            try:  # a file named on the command line may lie anywhere; the run folder's stay inside it
+                data = read_json(p, None if p in extra else self.run_dir)
+            except Refused as e:
                 out.append((p, {"error": f"cannot read: {e}"}))
                 continue
             out.append((p, data))

@@ -3,7 +3,7 @@
 (function () {
   const NS = "http://www.w3.org/2000/svg";
   const rows = [];
-  let next = 0;
+  let next = 0, skipped = 0;  // skipped: lines of metrics.jsonl the server could not read (not UTF-8, not JSON)
   const charts = {};  // metric -> {div, svg, tip, zoom}
   const box = document.getElementById("charts");
   const filter = document.getElementById("metric-filter");
@@ -98,10 +98,11 @@
     try {
       const r = await fetch(`/api/metrics?since=${next}`);
       const data = await r.json();
-      if (data.next < next) { rows.length = 0; next = 0; }  // the file was rewritten (resume)
-      else if (data.rows.length) { rows.push(...data.rows); next = data.next; for (const k of metrics()) draw(k); applyFilter(); }
-      else next = data.next;
-      status.textContent = `${rows.length} steps · ${Object.keys(charts).length} metrics`;
+      if (data.next < next) { rows.length = 0; next = 0; skipped = 0; }  // the file was rewritten (resume)
+      else if (data.rows.length) { rows.push(...data.rows); next = data.next; skipped += data.skipped || 0; for (const k of metrics()) draw(k); applyFilter(); }
+      else { next = data.next; skipped += data.skipped || 0; }
+      status.textContent = `${rows.length} steps · ${Object.keys(charts).length} metrics` + (skipped ? ` · ${skipped} unreadable lines skipped` : "");
+      box.dataset.skipped = skipped;
       box.dataset.steps = rows.length;
     } catch (e) { status.textContent = "waiting for the server"; }
     setTimeout(poll, 2000);
