@@ -4,7 +4,7 @@ Each tick the runner asks every live env for the seats that can be generated
 now (all unplayed seats of a hidden phase, else the seat to move), groups those
 requests by the policy that owns the seat, makes ONE ``generate`` call per
 policy, and steps the envs in AEC order. Finished games become
-:class:`~arena.types.Episode` records and their env slot starts the next seed.
+:class:`~arena.core.types.Episode` records and their env slot starts the next seed.
 
 Per-request seeds are a hash of (episode, phase occurrence, seat, attempt), so
 a seeded game yields the same episode whether it is played here in a batch of
@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.game import GameState, LLMGame
-from arena.types import ChatMessage, Episode
+from arena.core.game import GameState, LLMGame
+from arena.core.types import ChatMessage, Episode
 from policies.base import Completion, Policy, Request, SamplingParams
 
 #: (policy name, phase) -> sampling settings.
@@ -93,7 +93,8 @@ def generate_texts(
 ) -> list[str]:
     """One batched ``generate`` call outside a game, for a game state's own model calls (Skill-SP's
     library evolution): chat ``i`` is request ``i``, seeded ``seed + i``; returns the texts in order.
-    Games reach a model only through this, never through ``policies`` (the layer rule)."""
+    The trainer binds it to each policy and hands the bound functions to ``GameState.update``
+    (:class:`arena.core.game_types.TextGenerator`): games never import a policy (the layer rule)."""
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
     requests = [Request(messages=list(m), params=params, seed=seed + i, seat=seat) for i, m in enumerate(chats)]
     return [c.text for c in policy.generate(requests)]

@@ -1,4 +1,4 @@
-"""The weight-sync canary's gap (arena/canary.py) on the built-in model, per generator backend and dtype.
+"""The weight-sync canary's gap (arena/loop/canary.py) on the built-in model, per generator backend and dtype.
 
     .venv/bin/python bench/sync_canary.py                       # hf float32 and bfloat16, vLLM float32 and bfloat16
     .venv/bin/python bench/sync_canary.py --backends hf --lr 2e-5
@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def completions(samples: int, games: int) -> list:
     """The first trainable completions of a few SpyRL games played by the float32 hf generator."""
-    from arena.build import ModelStore, build_runner, make_model_policy
-    from arena.canary import canary_samples
-    from arena.config import load_config
+    from arena.loop.build import ModelStore, build_runner, make_model_policy
+    from arena.loop.canary import canary_samples
+    from arena.loop.config import load_config
 
     cfg = load_config(ROOT / "games/spy/spy.yaml", [
         "policies.learner.dtype=float32", "runner.progress=false", "policies.learner.sampling.max_new_tokens=24",
@@ -43,12 +43,12 @@ def completions(samples: int, games: int) -> list:
 def measure(backend: str, dtype: str, lr: float, picked: list) -> dict[str, float]:
     import torch
 
-    from arena.build import ModelStore, make_model_policy
-    from arena.canary import sync_gap
-    from arena.config import load_config
+    from arena.loop.build import ModelStore, make_model_policy
+    from arena.loop.canary import sync_gap
+    from arena.loop.config import load_config
     from learners.config import LearnerConfig
     from learners.update import Learner
-    from arena.models import load_causal_lm
+    from arena.core.models import load_causal_lm
 
     cfg = load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
     spec = cfg.policies["learner"]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from learners.estimators import get_estimator
 from learners.objectives import get_objective
-from learners.schedule import (  # noqa: F401  (re-exported for arena.config)
+from learners.schedule import (  # noqa: F401  (re-exported for arena.loop.config)
     CycleConfig,
     HysteresisConfig,
     JointConfig,

@@ -25,7 +25,7 @@ from typing import Any
 from arena.view.record import EPISODES_DIR, read_step_file
 
 PLAY_FILE = Path("play") / "episodes.jsonl"
-EVALS_DIR = "evals"  # arena/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
+EVALS_DIR = "evals"  # arena/loop/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
 _STEP = re.compile(r"step_(\d+)")
 
 

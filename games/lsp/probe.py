@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 
 from arena.cli import run_cli
-from arena.config import load_config
-from arena.types import Episode
+from arena.loop.config import load_config
+from arena.core.types import Episode
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     cfg = load_config(args.config, list(args.overrides))
-    from arena.build import build_policies, build_runner
+    from arena.loop.build import build_policies, build_runner
 
     policies = build_policies(cfg, names=dict.fromkeys(cfg.seat_table().values()))
     runner = build_runner(cfg, policies, state=cfg.game.make_env().make_state(),

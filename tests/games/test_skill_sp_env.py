@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from arena.runner import Runner
 from arena.testing import check_game
 from games.skill_sp import SkillSpGame, SkillState
@@ -190,7 +190,7 @@ def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
 
 
 def test_curriculum_estimator_keeps_only_the_chosen_tasks():
-    from arena.config import load_config
+    from arena.loop.config import load_config
     from learners.samples import build_samples
     from learners.estimators import EstimatorStates
 

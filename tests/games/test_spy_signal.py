@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from arena.runner import Runner
-from arena.types import write_jsonl
+from arena.core.types import write_jsonl
 from games.spy import SpyGame
 from games.spy.bots import BOTS
 from policies.scripted import ScriptedPolicy

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from arena.types import Episode, Turn
+from arena.core.types import Episode, Turn
 from learners.advantages import group_index, group_mean_std, grpo, role_advantages, zero_variance
 from learners.config import LearnerConfig
 from learners.estimators import (

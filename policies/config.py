@@ -2,7 +2,7 @@
 
 ``policies:`` maps a name to one of :data:`POLICY_KINDS` (``kind: model`` is the
 default); ``seats:`` may also name ``human`` or ``scripted:<bot>`` without a table
-entry (:func:`shorthand_policy`). ``arena.config`` re-exports every name here.
+entry (:func:`shorthand_policy`). ``arena.loop.config`` re-exports every name here.
 """
 
 from __future__ import annotations
