@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 
 from arena.cli import run_cli
-from arena.loop.config import load_config
 from arena.core.transcript import format_episode
 from arena.core.types import write_jsonl
+from arena.loop.config import load_config
 
 
 def build_parser() -> argparse.ArgumentParser:

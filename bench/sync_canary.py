@@ -43,12 +43,12 @@ def completions(samples: int, games: int) -> list:
 def measure(backend: str, dtype: str, lr: float, picked: list) -> dict[str, float]:
     import torch
 
+    from arena.core.models import load_causal_lm
     from arena.loop.build import ModelStore, make_model_policy
     from arena.loop.canary import sync_gap
     from arena.loop.config import load_config
     from learners.config import LearnerConfig
     from learners.update import Learner
-    from arena.core.models import load_causal_lm
 
     cfg = load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
     spec = cfg.policies["learner"]

@@ -27,10 +27,10 @@ from pydantic import Field
 from arena.core.game import GameConfig, Invalid, LLMGame, Phase
 from arena.core.messages import Message
 from arena.core.rules import last_integer
-from arena.runner import Runner
-from arena.testing import check_game
 from arena.core.transcript import format_episode
 from arena.core.types import ChatMessage
+from arena.runner import Runner
+from arena.testing import check_game
 from policies.scripted import ScriptedPolicy
 
 BIDDERS = ("bidder_0", "bidder_1")

@@ -36,3 +36,13 @@ def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
     assert "arena.core.types -> arena.loop.trainer" in result.stdout
+
+
+def test_the_short_surface_for_game_authors() -> None:
+    import arena
+    from arena import GameConfig, Invalid, LLMGame, Message, Phase
+    from arena.core.game import GameConfig as CoreConfig, Invalid as CoreInvalid, LLMGame as CoreGame, Phase as CorePhase
+    from arena.core.messages import Message as CoreMessage
+
+    assert (LLMGame, GameConfig, Phase, Invalid, Message) == (CoreGame, CoreConfig, CorePhase, CoreInvalid, CoreMessage)
+    assert all(getattr(arena, name) is not None for name in arena.__all__)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from arena.loop.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
 from arena.core.errors import ConfigError, RunStopped
-from arena.loop.config import load_config
 from arena.core.types import Episode, Turn
+from arena.loop.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
+from arena.loop.config import load_config
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture)
 

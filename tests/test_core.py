@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from arena.core.types import read_jsonl
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
-from arena.core.types import read_jsonl
 from policies.base import Request, SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.core.errors import ConfigError
 from arena.core.distributed import Dist, from_env
+from arena.core.errors import ConfigError
 from arena.loop.trainer import TIMING_KEYS
 from forked_runs import digit_model
 from test_chaos import assert_same_metrics

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from arena.cli import run_cli
-from arena.stats.seating import balance, schedule
 from arena.rank.tournament import main
+from arena.stats.seating import balance, schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 RPS = str(ROOT / "tests" / "fixtures" / "rps.yaml")

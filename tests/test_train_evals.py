@@ -16,11 +16,11 @@ import torch
 
 from arena.cli import run_cli
 from arena.core.errors import ConfigError
+from arena.core.types import read_jsonl
 from arena.loop.config import load_config
-from arena.stats.heldout import held_out_seeds
 from arena.loop.evals import EvalSpec, ReseededPolicy, eval_row, is_due
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
-from arena.core.types import read_jsonl
+from arena.stats.heldout import held_out_seeds
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
 

@@ -26,8 +26,8 @@ from arena.core.registry import UnknownName, game_class
 from arena.loop.evals import EvalSpec, check_names
 from arena.loop.league import LeagueConfig
 from learners.config import JointConfig, LearnerConfig, ScheduleConfig
-from policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
 from learners.schedule import schedule_phases
+from policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
 
 
 class GameSection(BaseModel):

@@ -211,11 +211,11 @@ class TrainEvals:
         """One evaluation: its games with the given policies, summarised; the global RNGs untouched."""
         import torch
 
-        from arena.loop.checkpoint import rng_state, set_rng_state
         from arena.core.errors import ConfigError
-        from arena.stats.heldout import summarise
-        from arena.runner import Runner, SeatMap
         from arena.core.types import write_jsonl
+        from arena.loop.checkpoint import rng_state, set_rng_state
+        from arena.runner import Runner, SeatMap
+        from arena.stats.heldout import summarise
 
         salt = derived_seed(self.cfg.train.seed, spec.name, step)
         wrapped = {name: ReseededPolicy(p, salt) for name, p in policies.items()}

@@ -259,9 +259,9 @@ class League:
     # -------------------------------------------------------------- rated matches
     def rated_match(self, step: int) -> dict[str, float]:
         """The current policy against every member on held-out seeds; its Bradley-Terry rating vs base."""
+        from arena.runner import EpisodeSpec, SeatMap
         from arena.stats.heldout import held_out_seeds
         from arena.stats.ratings import bradley_terry, game_from_outcome
-        from arena.runner import EpisodeSpec, SeatMap
         from arena.stats.seating import schedule
 
         if not self.members or len(self.learner_seats) < 2:

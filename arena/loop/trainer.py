@@ -27,19 +27,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from arena.core.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
+from arena.core.errors import ConfigError
+from arena.core.types import Episode, Sample, write_jsonl
 from arena.loop.canary import auto_max_gap, canary_samples, check_gap, sync_gap
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
-from arena.core.errors import ConfigError
-from policies.config import ModelPolicySpec
 from arena.loop.config import ArenaConfig
-from arena.core.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
 from arena.runner import EpisodeSpec, generate_texts
-from arena.core.types import Episode, Sample, write_jsonl
 from learners.estimators import EstimatorStates
 from learners.progress import Progress
 from learners.samples import build_samples
 from learners.schedule import make_schedule
 from learners.update import Learner
+from policies.config import ModelPolicySpec
 
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s")
 

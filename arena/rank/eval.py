@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 from arena.core.errors import ConfigError
-from arena.loop.config import load_config
 from arena.core.types import write_jsonl
+from arena.loop.config import load_config
 from arena.stats.heldout import held_out_seeds, summarise
 
 

@@ -47,9 +47,9 @@ import numpy as np
 import yaml
 
 from arena.core.errors import ConfigError
-from policies.config import ModelPolicySpec, shorthand_policy
 from arena.loop.config import ArenaConfig, load_config
 from arena.stats.heldout import held_out_seeds
+from policies.config import ModelPolicySpec, shorthand_policy
 from arena.stats.ratings import (
     GameResult,
     bradley_terry,

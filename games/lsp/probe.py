@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 
 from arena.cli import run_cli
-from arena.loop.config import load_config
 from arena.core.types import Episode
+from arena.loop.config import load_config
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:

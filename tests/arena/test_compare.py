@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from arena.core.types import Episode
 from arena.rank.compare import chance_value, evaluate, paired_summary, ratio_summary, terms
 from arena.rank.eval import main as eval_main
-from arena.core.types import Episode
 
 ROOT = Path(__file__).resolve().parents[2]
 

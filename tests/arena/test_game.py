@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.core.game import GameConfig, Invalid, LLMGame, Phase
 from arena.core.messages import CompletionSpace, Message, MessageSpace
-from arena.testing import check_game, check_hidden_outputs
 from arena.core.types import ChatMessage
+from arena.testing import check_game, check_hidden_outputs
 
 
 class EchoConfig(GameConfig):

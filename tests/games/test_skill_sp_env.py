@@ -191,8 +191,8 @@ def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
 
 def test_curriculum_estimator_keeps_only_the_chosen_tasks():
     from arena.loop.config import load_config
-    from learners.samples import build_samples
     from learners.estimators import EstimatorStates
+    from learners.samples import build_samples
 
     cfg = load_config("games/skill_sp/skill_sp.yaml")
     assert cfg.learner.estimators["solve"].name == "skill_sp_curriculum"

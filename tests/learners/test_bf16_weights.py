@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from arena.core.errors import ConfigError
+from arena.core.types import Sample
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, resolve_precision, seed_everything
-from arena.core.types import Sample
 from forked_runs import digit_model
 from learners.config import LearnerConfig
 from learners.update import Learner

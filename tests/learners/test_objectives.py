@@ -14,8 +14,8 @@ from tiny_model import flat_grad, seq_log_softmax
 from arena.core.types import Sample
 from learners.config import LearnerConfig, ObjectiveConfig
 from learners.objectives import get_objective, jsd
-from learners.update import build_objectives
 from learners.progress import Progress
+from learners.update import build_objectives
 from learners.update import pack
 
 
