@@ -93,12 +93,12 @@ def test_no_server_from_the_start_stops_with_one_line(digits: Path, tmp_path: Pa
     assert time.monotonic() - start < 120
 
 
-@pytest.mark.parametrize("command", [["arena.rank.eval", "--games", "2"],
-                                     ["arena.rank.tournament", "--players", "a=server", "b=server", "--games", "1"]])
+@pytest.mark.parametrize("command", [["arena.eval", "--games", "2"],
+                                     ["arena.tournament", "--players", "a=server", "b=server", "--games", "1"]])
 def test_eval_and_tournament_stop_with_one_line_when_the_server_is_gone(
     command, digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    """The same dead server under arena.rank.eval and arena.rank.tournament (in-process, through their CLI
+    """The same dead server under arena.eval and arena.tournament (in-process, through their CLI
     wrapper arena/cli.py): exit 1 and one line, no traceback."""
     import importlib
 
@@ -113,7 +113,7 @@ def test_eval_and_tournament_stop_with_one_line_when_the_server_is_gone(
     err = capsys.readouterr().err
     assert exit_.value.code == 1, err[-3000:]
     line = one_error_line(err)
-    who = "server" if module == "arena.rank.eval" else "a"  # a tournament names the player
+    who = "server" if module == "arena.eval" else "a"  # a tournament names the player
     assert line.startswith(f"error: policy '{who}': cannot reach {url}/v1/completions after {RETRIES + 1} attempts"), line
 
 

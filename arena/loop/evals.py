@@ -15,7 +15,7 @@ When
 Which games
     The game with the run's settings plus ``set`` (game keys only, validated
     against the game's config model at start-up), on the held-out seeds of
-    ``arena.rank.eval``, ``2**40 + train.seed * 1_000_003 + i`` for ``i < games``:
+    ``arena.stats.heldout``, ``2**40 + train.seed * 1_000_003 + i`` for ``i < games``:
     a range training never reaches, and the SAME games at every evaluation, so
     the points of one evaluation are paired across steps (the step-0 point is
     the untrained model on exactly these games).
@@ -34,12 +34,12 @@ How
 
 What is logged
     In the step's row of metrics.jsonl (and TensorBoard): for each metric ``m``
-    (a key of ``arena.rank.eval.per_episode`` without its ``game/`` prefix:
+    (a key of ``arena.stats.heldout.per_episode`` without its ``game/`` prefix:
     the game's episode metrics, ``invalid_turn_rate``, ``truncated_rate``,
     ``reward/<role>``, ``outcome/<role>``; fnmatch patterns allowed; default
     all), ``eval/<name>/<m>`` (the mean over the games that report it) and
     ``eval/<name>/<m>_lo``, ``_hi``: the 95% percentile-bootstrap interval of
-    ``arena.rank.eval.bootstrap``, resampling games with a seed from
+    ``arena.stats.heldout.bootstrap``, resampling games with a seed from
     ``(train.seed, name, step)``. Also ``time/eval_s``. Several ranks: rank 0
     plays every evaluation game while the others wait at a barrier.
 """

@@ -10,7 +10,7 @@ Pooled ratios
     over games. SpyRL declares the detection accuracy among votes that name a
     player, against the chance 1/n of a uniform guess.
 
-Paired comparison (``arena.rank.eval --compare-set KEY=VALUE``)
+Paired comparison (``python -m arena.eval --compare-set KEY=VALUE``)
     Arm A is the config with ``--set``; arm B the same plus ``--compare-set``.
     Both play the SAME held-out seeds, so the game (source, spy, draws) is the
     same in each pair and only the policy differs. Per metric, the difference

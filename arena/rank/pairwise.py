@@ -14,7 +14,7 @@ pair is judged in BOTH orders to cancel position bias.
 Per instruction the candidate scores ``s = (w_1 + w_2) / 2``, with ``w = 1`` when
 the judge picks the candidate's answer, 0 when it picks the base's, 0.5 when the
 verdict is unparseable. The win rate is ``mean s`` over instructions, with a 95%
-percentile-bootstrap interval over instructions (:func:`arena.rank.eval.bootstrap`).
+percentile-bootstrap interval over instructions (:func:`arena.stats.heldout.bootstrap`).
 Also reported: the share of verdicts naming (a) (position bias) and of
 unparseable verdicts.
 """

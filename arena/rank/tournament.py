@@ -14,7 +14,7 @@ Schedule. :mod:`arena.stats.seating`: rounds of ``len(seats)`` games in which th
 table's players rotate through every seat, under reset-option *layouts* that
 fix the roles (``--layouts``, a YAML list of the game's options, cycled per
 round; SpyRL: ``{spy: k}``). ``--games`` is rounded up to whole rounds. Game i
-uses the held-out seed of :func:`arena.rank.eval.held_out_seeds` (never a training
+uses the held-out seed of :func:`arena.stats.heldout.held_out_seeds` (never a training
 seed). Games are played by the batched runner, many at once, one generate call
 per policy per tick.
 
