@@ -28,12 +28,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from arena.core.game import GameState, LLMGame
 from arena.core.types import ChatMessage, Episode
 from policies.base import Completion, Policy, Request, SamplingParams
 
 #: (policy name, phase) -> sampling settings.
 SamplingFn = Callable[[str, str], SamplingParams]
+
+
+class RunnerSection(BaseModel):
+    """How rollouts are played (the config's ``runner:`` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_envs: int = Field(default=8, ge=1, description="Games played at once; their turns share generate calls.")
+    progress: bool = Field(default=True, description="Show a progress bar on long rollouts.")
+    episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
 
 
 @dataclass

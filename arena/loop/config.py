@@ -7,8 +7,9 @@ what would be valid, before any model is loaded. ``--set a.b=value`` overrides
 any key; the value is parsed as YAML (``--set game.n_players=4``).
 Each part owns its config model and this module composes them: the policy table
 (policies/config.py), the learner and its schedule (learners/config.py,
-learners/schedule.py), evaluations (arena/loop/evals.py) and the league
-(arena/loop/league.py). Errors are :class:`arena.core.errors.ConfigError`.
+learners/schedule.py), the runner (arena/runner.py), evaluations
+(arena/loop/evals.py) and the league (arena/loop/league.py); the game's settings
+are the game's own ``config_type``. Errors are :class:`arena.core.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from arena.core.errors import ConfigError, format_validation_error
 from arena.core.registry import UnknownName, game_class
 from arena.loop.evals import EvalSpec, check_names
 from arena.loop.league import LeagueConfig
+from arena.runner import RunnerSection
 from learners.config import JointConfig, LearnerConfig, ScheduleConfig
 from learners.schedule import schedule_phases
 from policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
@@ -44,16 +46,6 @@ class GameSection(BaseModel):
 
     def make_env(self, **kwargs: Any) -> Any:
         return self.cls(self.settings, **kwargs)
-
-
-class RunnerSection(BaseModel):
-    """How rollouts are played."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    num_envs: int = Field(default=8, ge=1, description="Games played at once; their turns share generate calls.")
-    progress: bool = Field(default=True, description="Show a progress bar on long rollouts.")
-    episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
 
 
 class TrainConfig(BaseModel):
