@@ -27,8 +27,8 @@ from arena.core.registry import UnknownName, game_class
 from arena.loop.evals import EvalSpec, check_names
 from arena.loop.league import LeagueConfig
 from arena.runner import RunnerSection
-from learners.config import JointConfig, LearnerConfig, ScheduleConfig
-from learners.schedule import schedule_phases
+from learners.config import LearnerConfig
+from learners.schedule import JointConfig, ScheduleConfig, schedule_phases
 from policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
 
 
