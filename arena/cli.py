@@ -1,5 +1,5 @@
 """Shared CLI plumbing: configuration errors exit with code 2 and one line, no traceback; a run that
-cannot go on (:class:`~arena.config.RunStopped`: stale weights, a full disk) exits with code 1 the same way,
+cannot go on (:class:`~arena.core.errors.RunStopped`: stale weights, a full disk) exits with code 1 the same way,
 and so does a policy server that stops answering (``policies.openai.ServerError``, after its retries) in
 any command (eval, tournament, play); ``arena.train`` adds which checkpoint to resume from."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from arena.config import ConfigError, RunStopped
+from arena.core.errors import ConfigError, RunStopped
 
 
 def run_cli(main: Callable[[], int | None]) -> None:

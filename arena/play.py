@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 
 from arena.cli import run_cli
-from arena.config import load_config
-from arena.transcript import format_episode
-from arena.types import write_jsonl
+from arena.core.transcript import format_episode
+from arena.core.types import write_jsonl
+from arena.loop.config import load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         seats.update(cfg.seat_table())
     cfg = cfg.model_copy(update={"seats": seats})
-    from arena.build import build_policies, build_runner
+    from arena.loop.build import build_policies, build_runner
 
     policies = build_policies(cfg, names=dict.fromkeys(seats.values()))
     seed = cfg.play.seed if args.seed is None else args.seed

@@ -4,7 +4,7 @@ Each tick the runner asks every live env for the seats that can be generated
 now (all unplayed seats of a hidden phase, else the seat to move), groups those
 requests by the policy that owns the seat, makes ONE ``generate`` call per
 policy, and steps the envs in AEC order. Finished games become
-:class:`~arena.types.Episode` records and their env slot starts the next seed.
+:class:`~arena.core.types.Episode` records and their env slot starts the next seed.
 
 Per-request seeds are a hash of (episode, phase occurrence, seat, attempt), so
 a seeded game yields the same episode whether it is played here in a batch of
@@ -28,12 +28,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.game import GameState, LLMGame
-from arena.types import ChatMessage, Episode
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.core.game import GameState, LLMGame
+from arena.core.types import ChatMessage, Episode
 from policies.base import Completion, Policy, Request, SamplingParams
 
 #: (policy name, phase) -> sampling settings.
 SamplingFn = Callable[[str, str], SamplingParams]
+
+
+class RunnerSection(BaseModel):
+    """How rollouts are played (the config's ``runner:`` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_envs: int = Field(default=8, ge=1, description="Games played at once; their turns share generate calls.")
+    progress: bool = Field(default=True, description="Show a progress bar on long rollouts.")
+    episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
 
 
 @dataclass
@@ -93,7 +105,8 @@ def generate_texts(
 ) -> list[str]:
     """One batched ``generate`` call outside a game, for a game state's own model calls (Skill-SP's
     library evolution): chat ``i`` is request ``i``, seeded ``seed + i``; returns the texts in order.
-    Games reach a model only through this, never through ``policies`` (the layer rule)."""
+    The trainer binds it to each policy and hands the bound functions to ``GameState.update``
+    (:class:`arena.core.game_types.TextGenerator`): games never import a policy (the layer rule)."""
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
     requests = [Request(messages=list(m), params=params, seed=seed + i, seat=seat) for i, m in enumerate(chats)]
     return [c.text for c in policy.generate(requests)]

@@ -4,7 +4,7 @@
     python -m arena.train spy                                         # a game's own YAML, by name
     python -m arena.train games/spy/spy.yaml --set learner.lr=3e-6 --max-steps 5
     python -m arena.train games/spy/spy.yaml --resume runs/spy       # newest checkpoint of a run
-    torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # 2 ranks (arena/distributed.py)
+    torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # 2 ranks (arena/core/distributed.py)
     deepspeed --num_gpus 2 --module arena.train games/spy/spy.yaml    # the same, with DeepSpeed's launcher
 
 The whole config (``--set`` overrides included) is validated before any model
@@ -20,7 +20,8 @@ import argparse
 from pathlib import Path
 
 from arena.cli import run_cli
-from arena.config import ArenaConfig, ConfigError, RunStopped, load_config
+from arena.core.errors import ConfigError, RunStopped
+from arena.loop.config import ArenaConfig, load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="stop after this step (default: train.steps)")
     p.add_argument("--resume", type=Path, default=None, help="run folder or checkpoint folder to continue from")
     p.add_argument("--run-dir", type=Path, default=None, help="output folder (default: train.run_dir)")
-    # The deepspeed launcher passes --local_rank=N; the rank is read from LOCAL_RANK (arena/distributed.py).
+    # The deepspeed launcher passes --local_rank=N; the rank is read from LOCAL_RANK (arena/core/distributed.py).
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
@@ -44,12 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(run_dir or cfg.run_dir)
     if args.resume is not None and not args.resume.exists():
         raise ConfigError(f"--resume: {args.resume} does not exist")
-    from arena import distributed
+    from arena.core import distributed
 
     dist = distributed.from_env()
     if dist.active:
         check_ranks(cfg, dist.world)
-    from arena.trainer import Trainer, precision_report, seed_everything
+    from arena.loop.trainer import Trainer, precision_report, seed_everything
 
     if dist.main:
         print(precision_report(cfg), flush=True)
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if not dist.main:
         return 0
     if cfg.train.plot:
-        from arena.plot import plot_run
+        from arena.loop.plot import plot_run
 
         png = plot_run(run_dir)
         print(f"plot: {png}")
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def server_lost(err: Exception, run_dir: Path) -> str:
     """The one line for a policy server that failed mid-run: what failed, what was kept, how to go on."""
-    from arena.checkpoint import find_checkpoint
+    from arena.loop.checkpoint import find_checkpoint
 
     what = " ".join(str(err).split())  # a server's reply quoted in it may hold line breaks
     try:

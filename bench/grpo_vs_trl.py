@@ -33,13 +33,13 @@ def reward(prompt: str, completion: str) -> float:
 
 
 def arena_steps(args: argparse.Namespace, bf16: bool | str) -> list[float]:
-    from arena.types import Sample
+    from arena.core.models import load_causal_lm
+    from arena.core.types import Sample
     from learners.advantages import grpo
     from learners.config import LearnerConfig
     from learners.update import Learner
     from policies.base import Request, SamplingParams
     from policies.hf import HFPolicy
-    from arena.models import load_causal_lm
 
     weights = bf16 == "weights"  # bf16 weights + fp32 master: the generator runs on the learner's own model
     gen = HFPolicy("smollm2-135m", dtype="bfloat16" if bf16 else "float32", name="arena")
@@ -72,7 +72,7 @@ def trl_steps(args: argparse.Namespace, bf16: bool) -> list[float]:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     class Timer(TrainerCallback):
         def __init__(self) -> None:

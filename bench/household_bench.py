@@ -68,13 +68,13 @@ def plans(count: int = 200) -> tuple[float, int]:
 def auso_overhead(model_name: str, repeats: int = 2, max_new: int = 24) -> None:
     import copy
 
+    from arena.core.models import load_causal_lm
+    from arena.core.types import Sample
     from arena.runner import play_one_at_a_time
-    from arena.types import Sample
     from learners.config import LearnerConfig
     from learners.progress import Progress
     from learners.update import Learner
     from policies.base import chat_prompt_ids
-    from arena.models import load_causal_lm
 
     model, tok = load_causal_lm(model_name, dtype="float32")
     ref = copy.deepcopy(model).requires_grad_(False)

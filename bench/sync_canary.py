@@ -1,4 +1,4 @@
-"""The weight-sync canary's gap (arena/canary.py) on the built-in model, per generator backend and dtype,
+"""The weight-sync canary's gap (arena/loop/canary.py) on the built-in model, per generator backend and dtype,
 against the learning rate and the number of updates, for a correct sync and for stale ones.
 
     .venv/bin/python bench/sync_canary.py                                  # hf and vLLM, float32 and bfloat16
@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def completions(samples: int, games: int) -> list:
     """The first trainable completions of a few SpyRL games played by the float32 hf generator."""
-    from arena.build import ModelStore, build_runner, make_model_policy
-    from arena.canary import canary_samples
-    from arena.config import load_config
+    from arena.loop.build import ModelStore, build_runner, make_model_policy
+    from arena.loop.canary import canary_samples
+    from arena.loop.config import load_config
 
     cfg = load_config(ROOT / "games/spy/spy.yaml", [
         "policies.learner.dtype=float32", "runner.progress=false", "policies.learner.sampling.max_new_tokens=24",
@@ -70,10 +70,10 @@ def moved(initial: dict, state: dict, dtype: str) -> float:
 
 
 def measure(backend: str, dtype: str, lrs: list[float], updates: int, picked: list) -> list[dict]:
-    from arena.build import ModelStore, make_model_policy
-    from arena.canary import sync_gap
-    from arena.config import load_config
-    from arena.models import load_causal_lm
+    from arena.loop.build import ModelStore, make_model_policy
+    from arena.loop.canary import sync_gap
+    from arena.loop.config import load_config
+    from arena.core.models import load_causal_lm
     from learners.config import LearnerConfig
     from learners.update import Learner
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arena.config import load_config  # noqa: E402
+from arena.loop.config import load_config  # noqa: E402
 from arena.runner import Runner, SeatMap  # noqa: E402
 from arena.view.record import EpisodeLog  # noqa: E402
 from policies.scripted import ScriptedPolicy, make_bot  # noqa: E402
@@ -35,7 +35,7 @@ def make_run(run: Path, n: int, players: int) -> float:
     bot = ScriptedPolicy(make_bot(cfg.game.cls, "copycat"), name="bot")
     runner = Runner(cfg.game.make_env, {"bot": bot}, SeatMap({"*": "bot"}), num_envs=8)
     log = EpisodeLog(run, 1000.0, policy="bot")
-    from arena.trainer import resolved_config
+    from arena.loop.trainer import resolved_config
 
     import json
 

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from arena.game import GameConfig, Invalid, LLMGame, Phase
-from arena.messages import Message
-from arena.rules import last_integer
+from arena.core.game import GameConfig, Invalid, LLMGame, Phase
+from arena.core.messages import Message
+from arena.core.rules import last_integer
+from arena.core.transcript import format_episode
+from arena.core.types import ChatMessage
 from arena.runner import Runner
 from arena.testing import check_game
-from arena.transcript import format_episode
-from arena.types import ChatMessage
 from policies.scripted import ScriptedPolicy
 
 BIDDERS = ("bidder_0", "bidder_1")

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from arena.types import Sample
+from arena.core.types import Sample
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Configuration of the learner (validated at start-up, before any model loads).
 
-Estimator, objective and schedule names are checked against their registries
-here, and their options against each one's own options model, so a typo in a
-YAML file is one line naming the field. ``ScheduleConfig`` (``train.schedule``)
-is re-exported from :mod:`learners.schedule`.
+Estimator and objective names are checked against their registries here, and
+their options against each one's own options model, so a typo in a YAML file is
+one line naming the field. The schedule (``train.schedule``) has its own model,
+``ScheduleConfig`` in :mod:`learners.schedule`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from learners.estimators import get_estimator
 from learners.objectives import get_objective
-from learners.schedule import (  # noqa: F401  (re-exported for arena.config)
-    CycleConfig,
-    HysteresisConfig,
-    JointConfig,
-    ProgressConfig,
-    ScheduleConfig,
-)
 
 
 def validate_options(model: type[BaseModel], options: dict[str, Any], what: str) -> dict[str, Any]:

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.types import Episode, Turn
+from arena.core.types import Episode, Turn
 from learners.advantages import grpo, group_index, lsp_challenger, role_advantages, zero_variance
-
-if TYPE_CHECKING:
-    from learners.config import EstimatorConfig
 
 
 @dataclass(frozen=True)
@@ -226,10 +223,17 @@ def stream_curriculum_estimator(
     return EstimatorOutput(torch.where(selected, adv, torch.zeros_like(adv)), keep)
 
 
+class NamedEstimator(Protocol):
+    """What :class:`EstimatorStates` reads of a phase's config (``learners.config.EstimatorConfig``,
+    which imports this module's registry)."""
+
+    name: str
+
+
 class EstimatorStates:
     """One state dict per phase, owned by the trainer and saved with checkpoints (JSON)."""
 
-    def __init__(self, estimators: Mapping[str, EstimatorConfig]):
+    def __init__(self, estimators: Mapping[str, NamedEstimator]):
         self.names = {phase: est.name for phase, est in estimators.items()}
         self.states: dict[str, dict[str, Any]] = {}
 

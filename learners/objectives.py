@@ -27,9 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from learners.progress import Progress
 
 if TYPE_CHECKING:
-    from arena.types import Sample
-    from learners.config import ObjectiveConfig
-    from learners.update import MicroBatch
+    from arena.core.types import Sample
+    from learners.batch import MicroBatch
 
 
 @dataclass(frozen=True)
@@ -177,18 +176,6 @@ def get_objective(name: str) -> ObjectiveSpec:
     if name not in OBJECTIVES:
         raise ValueError(f"unknown objective {name!r}; known: {', '.join(sorted(OBJECTIVES))}")
     return OBJECTIVES[name]
-
-
-def build_objectives(cfgs: Sequence[ObjectiveConfig]) -> list[tuple[str, Objective]]:
-    """``(stat key, term)`` per configured objective; a repeated name gets ``#2``, ``#3``, ..."""
-    out: list[tuple[str, Objective]] = []
-    seen: dict[str, int] = {}
-    for c in cfgs:
-        spec = get_objective(c.name)
-        seen[c.name] = seen.get(c.name, 0) + 1
-        key = f"obj/{c.name}" + (f"#{seen[c.name]}" if seen[c.name] > 1 else "")
-        out.append((key, spec.cls(spec.options.model_validate(c.options), c.coef)))
-    return out
 
 
 def jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

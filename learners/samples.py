@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from arena.types import Episode, Sample, Turn
+from arena.core.types import Episode, Sample, Turn
 from learners.config import EstimatorConfig, LearnerConfig
 from learners.estimators import EstimatorInput, EstimatorStates, get_estimator
 

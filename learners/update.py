@@ -18,7 +18,7 @@
 (ZeRO 0-3, optional bf16) that runs on GPUs and on CPU with gloo. Log-probs use
 the sampling temperature, like the generator's.
 
-Several ranks (arena/distributed.py): every rank is given the WHOLE step's samples and
+Several ranks (arena/core/distributed.py): every rank is given the WHOLE step's samples and
 ``local``, the indices of its own; it packs and trains only those, while every
 normalisation (tokens, sequences, the longest completion, objective totals, reweighting
 values) is over all of them, so the ranks' gradients sum to the one-rank gradient:
@@ -43,12 +43,12 @@ from typing import Any
 
 import torch
 
-from arena.distributed import SINGLE, Dist, max_value, sum_grads, sum_tensor, sum_values
-from arena.types import Sample
+from arena.core.distributed import SINGLE, Dist, max_value, sum_grads, sum_tensor, sum_values
+from arena.core.types import Sample
 from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
-from learners.config import LearnerConfig
+from learners.config import LearnerConfig, ObjectiveConfig
 from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
-from learners.objectives import BatchTotals, ObjectiveContext, ProbeDist, build_objectives
+from learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
 from learners.progress import Progress
 
 
@@ -60,6 +60,18 @@ def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
             cur = need.get(name)
             need[name] = 0 if term.topk == 0 or cur == 0 else max(cur or 0, term.topk)
     return need
+
+
+def build_objectives(cfgs: Sequence[ObjectiveConfig]) -> list[tuple[str, Objective]]:
+    """``(stat key, term)`` per configured objective; a repeated name gets ``#2``, ``#3``, ..."""
+    out: list[tuple[str, Objective]] = []
+    seen: dict[str, int] = {}
+    for c in cfgs:
+        spec = get_objective(c.name)
+        seen[c.name] = seen.get(c.name, 0) + 1
+        key = f"obj/{c.name}" + (f"#{seen[c.name]}" if seen[c.name] > 1 else "")
+        out.append((key, spec.cls(spec.options.model_validate(c.options), c.coef)))
+    return out
 
 
 @contextlib.contextmanager
@@ -89,7 +101,7 @@ def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
 
 
 class Learner:
-    """Updates ``model`` in place from batches of :class:`~arena.types.Sample`."""
+    """Updates ``model`` in place from batches of :class:`~arena.core.types.Sample`."""
 
     def __init__(
         self, model: Any, cfg: LearnerConfig, pad_id: int, temperature: float = 1.0, ref_model: Any | None = None,

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.types import ChatMessage
+from arena.core.types import ChatMessage
 
 
 class SamplingParams(BaseModel):

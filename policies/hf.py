@@ -40,8 +40,8 @@ import torch
 from policies.base import (
     Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
 )
+from arena.core.models import DEFAULT_MODEL, load_causal_lm
 from policies.hf_prefix import dedupe, expand
-from arena.models import DEFAULT_MODEL, load_causal_lm
 
 
 def batch_seed(seeds: Sequence[int | None]) -> int:

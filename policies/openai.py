@@ -111,7 +111,7 @@ class OpenAIPolicy:
         if api == "completions":
             from transformers import AutoTokenizer
 
-            from arena.models import resolve_model
+            from arena.core.models import resolve_model
 
             self.tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer or model))
 

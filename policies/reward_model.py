@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
-from arena.types import ChatMessage
+from arena.core.models import load_reward_model
+from arena.core.types import ChatMessage
 from policies.base import Completion, Request, fit_prompt
-from arena.models import load_reward_model
 
 
 class RewardModelPolicy:

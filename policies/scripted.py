@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from arena.messages import random_text
-from arena.registry import load_entry_point
+from arena.core.messages import random_text
+from arena.core.registry import load_entry_point
 from policies.base import Completion, Request
 
 Bot = Callable[[Any, np.random.Generator], str]

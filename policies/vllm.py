@@ -34,7 +34,7 @@ import torch
 from policies.base import (
     Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
 )
-from arena.models import DEFAULT_MODEL, resolve_model
+from arena.core.models import DEFAULT_MODEL, resolve_model
 
 
 class VLLMPolicy:

@@ -2,7 +2,7 @@
 the model's own detection with what a word-overlap detector finds in the same outputs.
 
     python scripts/spy_signal.py runs/spy [--json out.json]
-    python scripts/spy_signal.py eval_games.jsonl      # arena.eval --episodes
+    python scripts/spy_signal.py eval_games.jsonl      # python -m arena.eval --episodes
 
 For every game it reports, per training step (mean over games, 95% bootstrap interval):
 
@@ -17,7 +17,7 @@ For every game it reports, per training step (mean over games, 95% bootstrap int
 so no voter, trained or not, can beat chance on them; ``probe_acc`` above chance with
 ``model_acc`` at chance says the signal is there and the voters miss it. No model is
 loaded: this reads ``<run>/episodes/step_*.jsonl.gz`` (``train.save_episodes``), one row
-per step, or a JSONL file of games (``arena.eval --episodes``), one row.
+per step, or a JSONL file of games (``python -m arena.eval --episodes``), one row.
 """
 
 from __future__ import annotations

@@ -111,9 +111,9 @@ def _child(argv: list[str], log: str, fsize: int | None, stale: bool) -> None:
         from arena.train import main
 
         if stale:  # the learner updates, the generator never hears of it
-            import arena.trainer
+            import arena.loop.trainer
 
-            arena.trainer.Trainer.sync_weights = lambda self: None  # type: ignore[method-assign]
+            arena.loop.trainer.Trainer.sync_weights = lambda self: None  # type: ignore[method-assign]
 
         try:
             run_cli(lambda: main(argv))
@@ -136,7 +136,7 @@ def zygote() -> None:
     import importlib
 
     # Imports only (no torch op runs before a fork): what a training run of a test game loads.
-    for name in ("arena.build", "arena.cli", "arena.train", "arena.trainer", "arena.view.record",
+    for name in ("arena.loop.build", "arena.cli", "arena.train", "arena.loop.trainer", "arena.view.record",
                  "transformers.models.llama.modeling_llama", "transformers.models.auto.tokenization_auto",
                  "torch.utils.tensorboard", "accelerate", "deepspeed", "games.spy.env"):
         try:

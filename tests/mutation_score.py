@@ -11,7 +11,7 @@ killed after all is reported so the list stays honest.
     python tests/mutation_score.py --survivors  # also the surviving mutants' names
     python tests/mutation_score.py --min 90     # exit 1 when a module scores below 90%
 
-Only the functions named in ``SCOPE`` count: of ``arena/game.py``, the phase and
+Only the functions named in ``SCOPE`` count: of ``arena/core/game.py``, the phase and
 invalid-output logic; of ``games/skill_sp/controller.py``, the maths and the library's
 routing, pruning and induction (not its save/load); of ``learners/auso.py``, all but
 ``AusoDistill.loss`` (it needs a model's forward pass; ``test_auso_registered.py`` checks
@@ -43,7 +43,7 @@ GAME_FUNCTIONS = (
 )
 SCOPE: dict[str, tuple[str, ...]] = {
     "games/spy/rules.py": ("games.spy.rules.*",),
-    "arena/game.py": tuple(f"arena.game.xǁLLMGameǁ{f}__mutmut_*" for f in GAME_FUNCTIONS),
+    "arena/core/game.py": tuple(f"arena.core.game.xǁLLMGameǁ{f}__mutmut_*" for f in GAME_FUNCTIONS),
     "learners/advantages.py": ("learners.advantages.*",),
     "learners/estimators.py": ("learners.estimators.*",),
     "learners/losses.py": ("learners.losses.*",),
@@ -96,7 +96,7 @@ EQUIVALENT: set[str] = {
     "learners.schedule.xǁHysteresisScheduleǁupdate__mutmut_1",
     # truncate(): self._queue = [] -> None: a finished game never reads its queue
     # (pending_seats and step check `done` first).
-    "arena.game.xǁLLMGameǁtruncate__mutmut_4",
+    "arena.core.game.xǁLLMGameǁtruncate__mutmut_4",
     # uses.get(name, 0) -> uses.get(name, 1): an unknown name gives 0 or 1, both <= 1.
     "learners.estimators.xǁEstimatorStatesǁmetrics__mutmut_29",
     # 0.3 * (2 * fmt_ok - 1) -> 0.3 / (...): fmt_ok is always 1 there, so both are 0.3.
@@ -136,15 +136,15 @@ EQUIVALENT: set[str] = {
     "games.spy.rules.x_spy_caught__mutmut_5",
     # outputs(): a phase never opened gets latest 0 instead of -1, and the last fallback
     # .get((phase, index), {}) -> .get(None, {}): both reach only keys that are not stored.
-    "arena.game.xǁLLMGameǁoutputs__mutmut_7",
-    "arena.game.xǁLLMGameǁoutputs__mutmut_25",
+    "arena.core.game.xǁLLMGameǁoutputs__mutmut_7",
+    "arena.core.game.xǁLLMGameǁoutputs__mutmut_25",
     # A finished game's queue: [] -> None is never read (pending_seats and step check `done`).
-    "arena.game.xǁLLMGameǁ_advance_phase__mutmut_14",
+    "arena.core.game.xǁLLMGameǁ_advance_phase__mutmut_14",
     # getattr(config, "max_turns", None) -> no default: every game config is a GameConfig,
     # which has max_turns.
-    "arena.game.xǁLLMGameǁstep__mutmut_44",
+    "arena.core.game.xǁLLMGameǁstep__mutmut_44",
     # A str action goes through str(action) instead of being used as is: the same string.
-    "arena.game.xǁLLMGameǁstep__mutmut_7",
+    "arena.core.game.xǁLLMGameǁstep__mutmut_7",
     # role_advantages' order default "paper" -> "XXpaperXX" / "PAPER": every order but
     # "code" and "spiral" reads the baseline before the update, as "paper" does.
     "learners.advantages.x_role_advantages__mutmut_2",

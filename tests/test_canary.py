@@ -1,4 +1,4 @@
-"""The weight-sync canary (arena/canary.py): a stale sync stops the run with one line; a correct one passes.
+"""The weight-sync canary (arena/loop/canary.py): a stale sync stops the run with one line; a correct one passes.
 
 The end-to-end runs train examples/sealed_bid.py with the tiny randomly initialised model
 of tests/test_league.py given a digit-writing head (tests/forked_runs.py: valid bids,
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from arena.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
-from arena.config import ConfigError, RunStopped, load_config
-from arena.types import Episode, Turn
+from arena.core.errors import ConfigError, RunStopped
+from arena.core.types import Episode, Turn
+from arena.loop.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
+from arena.loop.config import load_config
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture)
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.canary import HALF_MAX_GAP, sync_gap
-from arena.types import Sample
+from arena.loop.canary import HALF_MAX_GAP, sync_gap
+from arena.core.types import Sample
 from forked_runs import digit_model
 from learners.config import LearnerConfig
 from learners.update import Learner, rounded_weights

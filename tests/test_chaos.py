@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.checkpoint import TMP_PREFIX, find_checkpoint, list_checkpoints, load_state
-from arena.trainer import TIMING_KEYS
+from arena.loop.checkpoint import TMP_PREFIX, find_checkpoint, list_checkpoints, load_state
+from arena.loop.trainer import TIMING_KEYS
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
 

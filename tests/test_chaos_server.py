@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.checkpoint import TMP_PREFIX, list_checkpoints
+from arena.loop.checkpoint import TMP_PREFIX, list_checkpoints
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
 from vllm_server import VLLMServer, free_port

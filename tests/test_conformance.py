@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from arena.registry import game_class, registered_games
+from arena.core.registry import game_class, registered_games
 from arena.testing import check_any_text_is_legal, check_game, completions
 from policies.scripted import random_bot
 

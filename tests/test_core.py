@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from arena.config import load_config
-from arena.trainer import TIMING_KEYS, Trainer, seed_everything
-from arena.types import read_jsonl
+from arena.core.types import read_jsonl
+from arena.loop.config import load_config
+from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
 from policies.base import Request, SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def tiny_rm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     base = resolve_model("smollm2-135m")
     torch.manual_seed(0)  # the head is freshly initialised: seed it so scores are stable

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.types import read_jsonl
+from arena.core.types import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "spy_2steps.json"

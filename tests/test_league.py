@@ -1,4 +1,4 @@
-"""arena.league: opponent samplers (pure) and the pool and ratings surviving SIGKILL and --resume.
+"""arena.loop.league: opponent samplers (pure) and the pool and ratings surviving SIGKILL and --resume.
 
 The training test uses a tiny randomly initialised model with the built-in
 tokenizer (about 1.6M parameters), so it runs the real trainer, runner,
@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arena.config import ConfigError, load_config
-from arena.league import SAMPLERS, Member, pfsp_weights
+from arena.core.errors import ConfigError
+from arena.loop.config import load_config
+from arena.loop.league import SAMPLERS, Member, pfsp_weights
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMBERS = [Member("base", "m", 0), Member("step_000002", "p2", 2), Member("step_000004", "p4", 4)]
@@ -53,7 +54,7 @@ def tiny_model(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     source = resolve_model("smollm2-135m")
     cfg = AutoConfig.from_pretrained(source)

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from arena.config import ConfigError
-from arena.distributed import Dist, from_env
-from arena.trainer import TIMING_KEYS
+from arena.core.distributed import Dist, from_env
+from arena.core.errors import ConfigError
+from arena.loop.trainer import TIMING_KEYS
 from forked_runs import digit_model
 from test_chaos import assert_same_metrics
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
@@ -196,7 +196,7 @@ def test_ranks_from_the_launcher_environment():
     (["learner.backend=deepspeed", "learner.deepspeed.zero_stage=3"], "learner.deepspeed.zero_stage"),
 ])
 def test_what_several_ranks_refuse(sets: list[str], field: str):
-    from arena.config import load_config
+    from arena.loop.config import load_config
     from arena.train import check_ranks
 
     cfg = load_config(ROOT / "examples/sealed_bid.yaml", ["train.games_per_step=4", *sets])

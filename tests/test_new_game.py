@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.config import ConfigError, load_config
+from arena.core.errors import ConfigError
+from arena.loop.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SEALED = ROOT / "examples" / "sealed_bid.yaml"
@@ -49,7 +50,7 @@ def test_a_game_registers_through_an_entry_point(tmp_path: Path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: walk-games\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[arena.games]\nwalk = tests.fixtures.walk:WalkGame\n")
     script = textwrap.dedent("""
-        from arena.registry import game_class, registered_games
+        from arena.core.registry import game_class, registered_games
         from arena.testing import check_game
         assert registered_games()["walk"] == "tests.fixtures.walk:WalkGame"
         check_game(lambda: game_class("walk")())

@@ -1,4 +1,4 @@
-"""arena.ratings: Bradley-Terry recovery and coverage, openskill, payoff matrices, cycles (pure, no model)."""
+"""arena.stats.ratings: Bradley-Terry recovery and coverage, openskill, payoff matrices, cycles (pure, no model)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from arena.ratings import (
+from arena.stats.ratings import (
     ELO_SCALE,
     GameResult,
     SeatResult,

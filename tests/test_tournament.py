@@ -1,4 +1,4 @@
-"""arena.seating and arena.tournament with scripted players (fast: no model)."""
+"""arena.stats.seating and arena.rank.tournament with scripted players (fast: no model)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from arena.cli import run_cli
-from arena.seating import balance, schedule
-from arena.tournament import main
+from arena.rank.tournament import main
+from arena.stats.seating import balance, schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 RPS = str(ROOT / "tests" / "fixtures" / "rps.yaml")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.trainer import TIMING_KEYS
+from arena.loop.trainer import TIMING_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [

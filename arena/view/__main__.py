@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.cli import run_cli
-from arena.config import ConfigError
+from arena.core.errors import ConfigError
 from arena.view.play import IDLE_S, MAX_SESSIONS
 
 

@@ -109,13 +109,13 @@ class PlayHost:
 
     # ----------------------------------------------------------------- choices
     def config_names(self) -> list[str]:
-        from arena.registry import registered_games
+        from arena.core.registry import registered_games
 
         return (["run"] if self.run_config else []) + sorted(registered_games())
 
     def load(self, name: str) -> Any:
         """'run' -> the run's config.json; a registered game name -> its default config."""
-        from arena.config import load_config, parse_config
+        from arena.loop.config import load_config, parse_config
 
         if name == "run":
             return parse_config(self.run_config, "config.json")
@@ -127,7 +127,7 @@ class PlayHost:
     def opponents(self, cfg: Any, config_name: str = "run") -> list[str]:
         """Policy names the config can name: its policies, this run's checkpoints (with the run's
         own config), the game's bots."""
-        from arena.config import ModelPolicySpec
+        from policies.config import ModelPolicySpec
         from policies.scripted import available_bots
 
         names = [n for n, s in cfg.policies.items() if not getattr(s, "kind", "") == "human"]
@@ -140,8 +140,8 @@ class PlayHost:
 
     # ----------------------------------------------------------------- playing
     def _policy(self, cfg: Any, config_name: str, opponent: str) -> Any:
-        from arena.build import build_policies
-        from arena.config import ModelPolicySpec
+        from arena.loop.build import build_policies
+        from policies.config import ModelPolicySpec
 
         key = (config_name, opponent)
         with self._lock:
@@ -172,7 +172,7 @@ class PlayHost:
         return session
 
     def _run(self, session: PlaySession) -> None:
-        from arena.build import sampling_table
+        from arena.loop.build import sampling_table
         from arena.runner import Runner, SeatMap
         from arena.view.files import Skips, append_line, json_lines
 

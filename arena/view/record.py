@@ -1,7 +1,7 @@
 """What training saves for the viewer: each step's episodes with the learner's advantages.
 
 One gzip JSONL file per step, ``<run_dir>/episodes/step_000012.jsonl.gz``, one
-episode per line: the :class:`~arena.types.Episode` JSON with, on each turn,
+episode per line: the :class:`~arena.core.types.Episode` JSON with, on each turn,
 
 * ``prompt_ids``, ``completion_ids``, ``probe_ids`` and ``probes`` dropped (token
   ids mean nothing to a reader and are the bulk of an episode);
@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from arena.types import Episode, Sample, Turn
+from arena.core.types import Episode, Sample, Turn
 
 EPISODES_DIR = "episodes"
 DROPPED = ("prompt_ids", "completion_ids", "probe_ids", "probes")

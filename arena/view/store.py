@@ -28,7 +28,7 @@ from arena.view.files import Refused, Skips, finite, json_lines, read_bytes, rea
 from arena.view.record import EPISODES_DIR
 
 PLAY_FILE = Path("play") / "episodes.jsonl"
-EVALS_DIR = "evals"  # arena/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
+EVALS_DIR = "evals"  # arena/loop/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
 _STEP = re.compile(r"step_(\d{1,18})", re.ASCII)
 
 

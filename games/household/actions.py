@@ -1,7 +1,7 @@
 """Reading an action out of a completion: ``<think>...</think><action>...</action>``.
 
 Any string is legal input; :func:`parse_action` returns the admissible action
-text or :class:`~arena.game_types.Invalid` with the reason, and never raises.
+text or :class:`~arena.core.game_types.Invalid` with the reason, and never raises.
 
 * The action is the text inside the LAST ``<action>...</action>`` pair
   (case-insensitive tags). Missing -> invalid.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 
 _ACTION = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)

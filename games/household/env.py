@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arena.game import Invalid, LLMGame, Phase
-from arena.types import ChatMessage
+from arena.core.game import Invalid, LLMGame, Phase
+from arena.core.types import ChatMessage
 from games.household import prompts, skills
 from games.household.actions import format_action, parse_action
 from games.household.tasks import Task, draw_world_id, make_task, satisfied

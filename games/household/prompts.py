@@ -8,7 +8,7 @@ current observation; the admissible actions; then the answer format
 
 from __future__ import annotations
 
-from arena.types import ChatMessage
+from arena.core.types import ChatMessage
 from games.household.types import HouseholdObservation
 
 FORMAT = (

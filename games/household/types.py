@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arena.game import GameConfig, InvalidOutputConfig
-from arena.messages import Message
+from arena.core.game import GameConfig, InvalidOutputConfig
+from arena.core.messages import Message
 from games.household.tasks import TASK_SETS, TaskType
 
 

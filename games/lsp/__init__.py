@@ -100,7 +100,7 @@ Deviations, all deliberate
       stopped at ``</`` or a newline, the judge's next token is its score: the
       7-criteria justification and the ``<Calculation>`` are skipped (the
       criteria stay in its prompt); R_Q stays an integer in 0..7 (anything
-      else is unparseable). Measured with ``python -m games.lsp.probe
+      else is unparseable). Measured with ``python scripts/lsp_probe.py
       games/lsp/lsp.yaml --games 8``: every challenger output held a checkable
       query (valid_query_rate 1.0, against 0.25-0.5 before), R_Q varied (mean
       3.06, spread 2.73) but 56% of judgements were unparseable, mostly a sum

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from arena.game import Invalid, LLMGame, NoOptions, Phase
-from arena.types import ChatMessage, Episode
+from arena.core.game import Invalid, LLMGame, NoOptions, Phase
+from arena.core.types import ChatMessage, Episode
 from games.lsp import prompts
 from games.lsp.rules import (
     arithmetic_reward,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arena.types import ChatMessage
+from arena.core.types import ChatMessage
 from games.lsp.rules import END, START
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 
 START, END = "[Start Generation]", "[End Generation]"
 

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from arena.game import GameConfig, InvalidOutputConfig
-from arena.messages import Message
+from arena.core.game import GameConfig, InvalidOutputConfig
+from arena.core.messages import Message
 
 Mode = Literal["lsp_zero", "lsp"]
 TaskReward = Literal["reward_model", "verifier"]

@@ -31,7 +31,7 @@ solver_{M-1}`` (role solver, trainable; M = ``solvers``).
 4. *solve* (M solvers, hidden). Same view as the probes; they never see skill text. Reward 1 if the
    checker accepts the response (executed against the contract), else 0.
 
-**Cross-episode state** (``env.SkillState``, a :class:`~arena.game.GameState`): the
+**Cross-episode state** (``env.SkillState``, a :class:`~arena.core.game.GameState`): the
 :class:`~games.skill_sp.controller.SkillLibrary`. Envs read a frozen snapshot (active skills, weights,
 packages). After each step it records every skill-stream episode's outcome (verified, solver-consistent,
 frontier ``v_solve``, task shape), counts co-occurrence of the step's skills, evolves the library
@@ -57,7 +57,7 @@ true`` does; the paper does not say). Parse failures are game events with the re
 ``invalid.mode: na``. **Evaluation** (``mode: heldout``): no proposer or probes; the solvers answer held-out tasks, judged by
 the same sandboxed checkers: the project's set (``heldout.py``, ``data/heldout.jsonl``: 24 tool-use and
 logic tasks over every seed skill) or BFCL's ``simple_python`` tasks (``heldout_source: bfcl_simple``,
-``bfcl.py``, data from the ``bfcl-eval`` package). ``arena.eval`` reports ``game/solver_accuracy``
+``bfcl.py``, data from the ``bfcl-eval`` package). ``python -m arena.eval`` reports ``game/solver_accuracy``
 with a 95% interval; ``--compare-set`` puts a checkpoint against the base on the same tasks.
 ``train.evals`` logs the same held-out accuracy during training (``skill_sp.yaml``: step 0, every
 checkpoint, the end). ``proposer_prefix`` (off by default; ``{"task": "`` in ``skill_sp.yaml``) opens

@@ -56,7 +56,7 @@ import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from games.skill_sp.loader import SkillPackage, examples_jobs, load_skill, parse_skill, save_skill
 from games.skill_sp.sandbox import SandboxPool, Status
 

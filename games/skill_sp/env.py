@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arena.game import GameState, Invalid, LLMGame, Phase
-from arena.types import ChatMessage, Episode
+from arena.core.game import GameState, Invalid, LLMGame, Phase
+from arena.core.game_types import TextGenerator
+from arena.core.types import ChatMessage, Episode
 from games.skill_sp import prompts
 from games.skill_sp.controller import Outcome, SkillLibrary, task_shape
 from games.skill_sp.evolve import evolve
@@ -67,7 +68,7 @@ class SkillState(GameState):
     def snapshot(self) -> LibraryView:
         return LibraryView.of(self.library)
 
-    def update(self, episodes: Sequence[Episode], policies: Mapping[str, Any]) -> dict[str, float]:
+    def update(self, episodes: Sequence[Episode], policies: Mapping[str, TextGenerator]) -> dict[str, float]:
         """Fold each skill-stream episode into its skill's stats, count co-occurrence, prune."""
         routed: list[str] = []
         valid: dict[str, list[float]] = {}
@@ -99,7 +100,7 @@ class SkillState(GameState):
             metrics[f"validity/{name}"] = sum(flags) / len(flags)
         return metrics
 
-    def _evolve(self, episodes: Sequence[Episode], policies: Mapping[str, Any]) -> dict[str, float]:
+    def _evolve(self, episodes: Sequence[Episode], policies: Mapping[str, TextGenerator]) -> dict[str, float]:
         cfg = self.config.evolution
         if cfg.policy is None:
             return {}

@@ -24,9 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game_types import Invalid
-from arena.runner import generate_texts
-from arena.types import ChatMessage, Episode
+from arena.core.game_types import Invalid, TextGenerator
+from arena.core.types import ChatMessage, Episode
 from games.skill_sp.controller import SkillLibrary
 from games.skill_sp.loader import SkillPackage, examples_jobs, parse_skill
 from games.skill_sp.sandbox import SandboxPool, Status
@@ -103,14 +102,13 @@ def _examples_pass(pkg: SkillPackage, pool: SandboxPool) -> bool:
     return all(r.status is Status.OK and r.value == [] for r in pool.map(examples_jobs(pkg)))
 
 
-def _generate(policy: Any, messages: list[list[ChatMessage]], cfg: EvolutionConfig, seed: int) -> list[str]:
-    return generate_texts(
-        policy, messages, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed, seat="evolve"
-    )
+def _generate(generate: TextGenerator, messages: list[list[ChatMessage]], cfg: EvolutionConfig, seed: int) -> list[str]:
+    return generate(messages, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=seed, seat="evolve")
 
 
 def evolve(
-    library: SkillLibrary, episodes: Sequence[Episode], policy: Any, pool: SandboxPool, cfg: EvolutionConfig, seed: int
+    library: SkillLibrary, episodes: Sequence[Episode], generate: TextGenerator, pool: SandboxPool, cfg: EvolutionConfig,
+    seed: int,
 ) -> dict[str, float]:
     """Induce from the step's best exploration tasks and refine failing skills; return counts."""
     metrics = {"induced": 0.0, "induce_rejected": 0.0, "refined": 0.0, "refine_rejected": 0.0}
@@ -122,7 +120,7 @@ def evolve(
         if proposal:
             sources.append((proposal["task"], proposal["contract"]))
     if sources:
-        replies = _generate(policy, [induce_messages(t, c) for t, c in sources], cfg, seed)
+        replies = _generate(generate, [induce_messages(t, c) for t, c in sources], cfg, seed)
         for (task, _), reply in zip(sources, replies, strict=True):
             parsed = parse_package_text(reply)
             result = parsed if isinstance(parsed, Invalid) else library.induce(*parsed, source_task=task, pool=pool)
@@ -139,7 +137,7 @@ def evolve(
     to_refine = [s for s, r in failures.items() if len(r) >= cfg.refine_min_failures and len(r) == routed[s]
                  and s in library.active()]  # fmt: skip
     if to_refine:
-        replies = _generate(policy, [refine_messages(library.packages[s], failures[s]) for s in to_refine], cfg, seed + 1000)
+        replies = _generate(generate, [refine_messages(library.packages[s], failures[s]) for s in to_refine], cfg, seed + 1000)
         for name, reply in zip(to_refine, replies, strict=True):
             rules = _between(reply, "rules")
             new = _refined(library, name, rules.strip() if rules else "")

@@ -20,7 +20,7 @@ accepted) and ``check(contract, response) -> bool`` (the exact checker of a
 solver's response). It runs only in the sandbox; here it is only parsed.
 
 The same parser reads model-written packages (induction): any text gives a
-:class:`SkillPackage` or an :class:`~arena.game_types.Invalid` with the reason,
+:class:`SkillPackage` or an :class:`~arena.core.game_types.Invalid` with the reason,
 never an exception. Structural validity is necessary, not sufficient: the
 library also runs each example contract through the package's own validators in
 the sandbox (:func:`examples_jobs`) before a package enters it.
@@ -37,7 +37,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from games.skill_sp import tools
 from games.skill_sp.sandbox import Job
 

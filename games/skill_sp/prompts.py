@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from arena.types import ChatMessage
+from arena.core.types import ChatMessage
 from games.skill_sp import tools
 from games.skill_sp.types import SkillSpObservation
 

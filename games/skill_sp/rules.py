@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from games.skill_sp.controller import proposer_reward
 from games.skill_sp.tools import same_value
 

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arena.game import GameConfig
-from arena.messages import Message
+from arena.core.game import GameConfig
+from arena.core.messages import Message
 from games.skill_sp.controller import ControllerConfig
 from games.skill_sp.evolve import EvolutionConfig
 from games.skill_sp.sandbox import Limits

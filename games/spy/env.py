@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arena.game import Invalid, LLMGame, Phase
-from arena.types import ChatMessage
+from arena.core.game import Invalid, LLMGame, Phase
+from arena.core.types import ChatMessage
 from games.spy import prompts
 from games.spy.rules import (
     NA,
@@ -44,7 +44,7 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
     roles = ("spy", "civilian", "detector")
     zero_sum = ("perform",)
     headline_metrics = ("detection_accuracy", "parseable_vote_rate")
-    #: arena.eval's pooled ratios (arena/compare.py): accuracy among votes naming a player, against chance 1/n.
+    #: arena.rank.eval's pooled ratios (arena/rank/compare.py): accuracy among votes naming a player, against chance 1/n.
     eval_ratios = {"named_vote_accuracy": ("detection_accuracy", "parseable_vote_rate - na_rate", "1/n_players")}
     plot_panels = (
         ("reward per role", ("reward/spy", "reward/civilian", "reward/detector")),

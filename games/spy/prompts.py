@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arena.types import ChatMessage
+from arena.core.types import ChatMessage
 
 if TYPE_CHECKING:
     from games.spy.types import SpyObservation

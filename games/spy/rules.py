@@ -14,8 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from arena.game import Invalid
-from arena.rules import last_boxed
+from arena.core.game import Invalid
+from arena.core.rules import last_boxed
 
 NA = "N/A"
 Vote = int | Literal["N/A"]

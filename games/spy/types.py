@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from arena.game import GameConfig
-from arena.messages import Message
+from arena.core.game import GameConfig
+from arena.core.messages import Message
 
 DEFAULT_MASK_RATIO = {"summary": 0.2, "story": 0.2, "math": 0.4}
 DEFAULT_WORDS = {"summary": (None, 500), "story": (300, 500), "math": (None, None)}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.checkpoint import TMP_PREFIX, find_checkpoint, list_checkpoints, load_state, save_checkpoint
+from arena.loop.checkpoint import TMP_PREFIX, find_checkpoint, list_checkpoints, load_state, save_checkpoint
 
 
 class TinyModel(torch.nn.Module):
@@ -45,7 +45,7 @@ def test_a_full_disk_under_torch_save_is_one_line(tmp_path: Path) -> None:
     """torch.save on a full disk that is not a tmpfs raises RuntimeError("... unexpected pos N vs M") while
     handling RuntimeError("basic_ios::clear: iostream error"), as when CI's disk filled at stop 21;
     /dev/full fails every write with ENOSPC the same way."""
-    from arena.checkpoint import CheckpointWriteError
+    from arena.loop.checkpoint import CheckpointWriteError
 
     save_checkpoint(tmp_path, 1, TinyModel(), NoTokenizer(), {}, {}, keep=3)
     full = {"state": lambda folder: torch.save({"x": torch.zeros(1000)}, "/dev/full")}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, save_checkpoint
-from arena.models import newest_checkpoint_model, resolve_model
+from arena.core.models import newest_checkpoint_model, resolve_model
+from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, save_checkpoint
 
 
 class TinyModel(torch.nn.Module):

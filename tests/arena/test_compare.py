@@ -1,4 +1,4 @@
-"""arena.compare: pooled ratios against chance and paired comparisons (pure, plus the eval CLI on bots)."""
+"""arena.rank.compare: pooled ratios against chance and paired comparisons (pure, plus the eval CLI on bots)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arena.compare import chance_value, evaluate, paired_summary, ratio_summary, terms
-from arena.eval import main as eval_main
-from arena.types import Episode
+from arena.core.types import Episode
+from arena.rank.compare import chance_value, evaluate, paired_summary, ratio_summary, terms
+from arena.rank.eval import main as eval_main
 
 ROOT = Path(__file__).resolve().parents[2]
 

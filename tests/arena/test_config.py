@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.config import ConfigError, load_config
+from arena.core.errors import ConfigError
+from arena.loop.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SPY_YAML = ROOT / "games" / "spy" / "spy.yaml"
@@ -128,7 +129,7 @@ def test_a_cross_field_error_names_its_fields_without_dumping_the_section() -> N
 
 
 def test_openai_retry_settings_reach_the_policy() -> None:
-    from arena.build import ModelStore, make_model_policy
+    from arena.loop.build import ModelStore, make_model_policy
 
     server = "policies.judge={backend: openai, base_url: 'http://127.0.0.1:9', model: smollm2-135m, retries: 4, backoff_s: 0.25}"
     cfg = load_config(SPY_YAML, [server])

@@ -1,4 +1,4 @@
-"""arena.eval: held-out seeds, bootstrap intervals, bots or models from the config's seats."""
+"""arena.rank.eval: held-out seeds, bootstrap intervals, bots or models from the config's seats."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arena.eval import bootstrap, held_out_seeds
+from arena.stats.heldout import bootstrap, held_out_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game import GameConfig, Invalid, LLMGame, Phase
-from arena.messages import CompletionSpace, Message, MessageSpace
+from arena.core.game import GameConfig, Invalid, LLMGame, Phase
+from arena.core.messages import CompletionSpace, Message, MessageSpace
+from arena.core.types import ChatMessage
 from arena.testing import check_game, check_hidden_outputs
-from arena.types import ChatMessage
 
 
 class EchoConfig(GameConfig):

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from pydantic import Field
 
-from arena.game import GameConfig, Invalid, LLMGame, Phase
-from arena.messages import Message
+from arena.core.game import GameConfig, Invalid, LLMGame, Phase
+from arena.core.messages import Message
+from arena.core.types import ChatMessage
 from arena.runner import Runner, request_seed
 from arena.testing import check_game
-from arena.types import ChatMessage
 from policies.base import Completion, Request
 
 

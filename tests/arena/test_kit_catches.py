@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.game import Phase
+from arena.core.game import Phase
 from arena.testing import check_game
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.models import BUILTIN_MODELS, _COMPLETE, cache_root, load_causal_lm, resolve_model
+from arena.core.models import BUILTIN_MODELS, _COMPLETE, cache_root, load_causal_lm, resolve_model
 
 
 def test_builtin_package_is_located() -> None:
@@ -114,7 +114,7 @@ def test_run_folder_without_a_complete_checkpoint_is_a_clear_error(tmp_path: Pat
 
 
 def test_reward_model_loader_refuses_a_causal_lm(tmp_path: Path) -> None:
-    from arena.models import load_reward_model
+    from arena.core.models import load_reward_model
 
     folder = _tiny_model(tmp_path / "lm")
     with pytest.raises(ValueError, match="is a LlamaForCausalLM, not a \\*ForSequenceClassification model"):

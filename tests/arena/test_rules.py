@@ -7,8 +7,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.game import Invalid
-from arena.rules import boxed, centred, last_integer, one_of
+from arena.core.game import Invalid
+from arena.core.rules import boxed, centred, last_integer, one_of
 from arena.testing import completions
 
 

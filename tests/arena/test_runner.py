@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from arena.core.types import read_jsonl, write_jsonl
 from arena.runner import EpisodeSpec, Runner, SeatMap, generate_texts, play_one_at_a_time
-from arena.types import read_jsonl, write_jsonl
 from games.spy import SpyGame
 from games.spy.bots import BOTS
 from policies.base import Completion, Request, SamplingParams

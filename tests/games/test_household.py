@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 from arena.testing import check_game
 from games.household import HouseholdGame
 from games.household.actions import format_action, normalise, parse_action

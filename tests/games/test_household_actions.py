@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from games.household.actions import format_action, nearest_action, normalise, parse_action
 
 MOVES = ["look", "inventory", "go to cabinet 1", "go to towelholder 1", "take towel 1 from towelholder 1",

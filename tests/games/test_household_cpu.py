@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 from games.household import HouseholdGame
 from games.household.actions import nearest_action, parse_action
 

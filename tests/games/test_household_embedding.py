@@ -102,7 +102,8 @@ def test_bad_retriever_or_embedding_model_is_a_config_error(tmp_path: Path) -> N
         HouseholdGame(skills={"retriever": "embedding", "embedding_model": str(tmp_path / "missing")})
     with pytest.raises(ValueError, match="unknown 'tfidf'"):
         sk.retriever(None, "tfidf")
-    from arena.config import ConfigError, load_config  # what the CLIs print as one line, exit 2 (arena/cli.py)
+    from arena.core.errors import ConfigError
+    from arena.loop.config import load_config  # what the CLIs print as one line, exit 2 (arena/cli.py)
 
     with pytest.raises(ConfigError) as err:
         load_config(ROOT / "games/household/household.yaml", ["game.skills.retriever=tfidf"])

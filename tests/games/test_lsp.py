@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.config import load_config
+from arena.loop.config import load_config
 from arena.runner import Runner, SeatMap
 from arena.testing import check_any_text_is_legal, check_game, completions, play_texts
 from games.lsp import LspGame

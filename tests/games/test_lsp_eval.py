@@ -1,4 +1,4 @@
-"""The pairwise win-rate evaluation (arena/pairwise.py): parsing, scoring, data, and a run with scripted policies."""
+"""The pairwise win-rate evaluation (arena/rank/pairwise.py): parsing, scoring, data, and a run with scripted policies."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from arena.pairwise import (
+from arena.rank.pairwise import (
     DEFAULT_DATA,
     Instruction,
     compare,
@@ -107,7 +107,7 @@ def test_compare_judges_both_orders() -> None:
 
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from arena.cli import run_cli
-    from arena.eval import main as eval_main
+    from arena.rank.eval import main as eval_main
 
     with pytest.raises(SystemExit) as exit_info:
         run_cli(lambda: eval_main(["pairwise", "games/lsp/lsp.yaml", "--base", "nope", "--judge", "judge"]))

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.config import load_config
+from arena.loop.config import load_config
 from arena.testing import check_any_text_is_legal, check_game, completions, play_texts
 from games.lsp import LspGame
 from games.lsp.bots import default_bot
@@ -77,7 +77,7 @@ def test_the_paper_config_writes_no_prefix() -> None:
 def test_chat_prompt_ids_leaves_a_continue_final_message_open() -> None:
     from transformers import AutoTokenizer
 
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
     user = [{"role": "user", "content": "Rate it."}]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 def tiny_rm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     base = resolve_model("smollm2-135m")
     model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)

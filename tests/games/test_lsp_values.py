@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 from arena.testing import completions
 from games.lsp.rules import (
     _eval,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from games.skill_sp.controller import (
     EXPLORATION,
     ControllerConfig,

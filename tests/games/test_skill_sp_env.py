@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from arena.runner import Runner
 from arena.testing import check_game
 from games.skill_sp import SkillSpGame, SkillState
@@ -190,9 +190,9 @@ def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
 
 
 def test_curriculum_estimator_keeps_only_the_chosen_tasks():
-    from arena.config import load_config
-    from learners.samples import build_samples
+    from arena.loop.config import load_config
     from learners.estimators import EstimatorStates
+    from learners.samples import build_samples
 
     cfg = load_config("games/skill_sp/skill_sp.yaml")
     assert cfg.learner.estimators["solve"].name == "skill_sp_curriculum"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
-from arena.runner import Runner
+from arena.core.game_types import TextGenerator
+from arena.runner import Runner, generate_texts
 from games.skill_sp import SkillSpGame, SkillState
 from games.skill_sp.bots import BOTS
 from games.skill_sp.controller import EXPLORATION, SkillLibrary
@@ -21,8 +24,9 @@ PACKAGE_REPLY = f"Here it is.\n<skill_md>\n{NEW_SKILL}</skill_md>\n<validators>\
 SMALL = {"probes": 4, "solvers": 2}
 
 
-def writer(text: str) -> ScriptedPolicy:
-    return ScriptedPolicy(lambda obs, rng: text)
+def writer(text: str) -> TextGenerator:
+    """A scripted policy's generation, bound as the loop binds a policy for a game state."""
+    return partial(generate_texts, ScriptedPolicy(lambda obs, rng: text))
 
 
 def exploration_episodes(n: int):

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from arena.game_types import Invalid
+from arena.core.game_types import Invalid
 from games.skill_sp.controller import (
     EXPLORATION,
     ControllerConfig,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 from arena.testing import check_game, check_hidden_outputs, completions, play_texts
 from games.spy import SpyGame
 from games.spy.bots import BOTS

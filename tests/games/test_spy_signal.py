@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from arena.core.types import write_jsonl
 from arena.runner import Runner
-from arena.types import write_jsonl
 from games.spy import SpyGame
 from games.spy.bots import BOTS
 from policies.scripted import ScriptedPolicy

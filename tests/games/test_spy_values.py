@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 from games.spy import SpyGame
 from games.spy.rules import (
     NA,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_model import PAD, tiny_llama
 
-from arena.types import Sample
+from arena.core.types import Sample
 from learners.config import LearnerConfig
 from learners.update import Learner
 

@@ -12,7 +12,7 @@ import torch
 from test_auso_registered import COEF, K, TEMP, distill_samples, utilise_samples
 from tiny_model import seq_log_softmax
 
-from arena.types import Episode, Sample, Turn
+from arena.core.types import Episode, Sample, Turn
 from arena.view.record import compact_episode
 from learners.auso import AusoDistill, AusoDistillOptions, AusoUtilise, AusoUtiliseOptions, summary, topk_jsd
 from learners.progress import Progress

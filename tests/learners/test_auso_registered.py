@@ -9,7 +9,7 @@ import pytest
 import torch
 from tiny_model import flat_grad, seq_log_softmax
 
-from arena.types import Episode, Sample, Turn
+from arena.core.types import Episode, Sample, Turn
 from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd
 from learners.config import LearnerConfig
 from learners.estimators import EstimatorInput, get_estimator

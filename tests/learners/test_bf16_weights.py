@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.config import ConfigError, load_config
-from arena.trainer import TIMING_KEYS, Trainer, resolve_precision, seed_everything
-from arena.types import Sample
+from arena.core.errors import ConfigError
+from arena.core.types import Sample
+from arena.loop.config import load_config
+from arena.loop.trainer import TIMING_KEYS, Trainer, resolve_precision, seed_everything
 from forked_runs import digit_model
 from learners.config import LearnerConfig
 from learners.update import Learner

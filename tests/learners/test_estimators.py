@@ -9,7 +9,7 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from arena.types import Episode
+from arena.core.types import Episode
 from learners.config import EstimatorConfig, LearnerConfig
 from learners.estimators import (
     ESTIMATORS,

@@ -11,10 +11,11 @@ import torch
 from pydantic import ValidationError
 from tiny_model import flat_grad, seq_log_softmax
 
-from arena.types import Sample
+from arena.core.types import Sample
 from learners.config import LearnerConfig, ObjectiveConfig
-from learners.objectives import build_objectives, get_objective, jsd
+from learners.objectives import get_objective, jsd
 from learners.progress import Progress
+from learners.update import build_objectives
 from learners.update import pack
 
 

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from arena.types import Episode, Turn
+from arena.core.types import Episode, Turn
 from learners.config import LearnerConfig
 from learners.estimators import EstimatorStates
 from learners.samples import build_samples

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from learners.config import ScheduleConfig
 from learners.progress import Progress
-from learners.schedule import Schedule, make_schedule, schedule_phases
+from learners.schedule import Schedule, ScheduleConfig, make_schedule, schedule_phases
 
 ADAPTER: TypeAdapter[Any] = TypeAdapter(ScheduleConfig)
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from arena.types import Sample
+from arena.core.types import Sample
 from learners.config import LearnerConfig
 from learners.update import Learner, collate, completion_logprobs, pack
 from policies.base import Request, SamplingParams

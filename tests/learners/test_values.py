@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from arena.types import Episode, Turn
+from arena.core.types import Episode, Turn
 from learners.advantages import group_index, group_mean_std, grpo, role_advantages, zero_variance
 from learners.config import LearnerConfig
 from learners.estimators import (
@@ -231,7 +231,7 @@ def test_phases_without_turns_or_estimator_do_not_stop_later_phases() -> None:
 def test_progress_boundaries_are_inclusive_and_joint_names_its_stage() -> None:
     from pydantic import TypeAdapter
 
-    from learners.config import ScheduleConfig
+    from learners.schedule import ScheduleConfig
     from learners.progress import Progress
     from learners.schedule import make_schedule, schedule_phases
 
@@ -294,7 +294,7 @@ def test_state_metrics_skip_stateless_phases_and_name_unknown_ones_by_phase() ->
 def test_schedule_config_objects_validate_again_by_their_rule() -> None:
     from pydantic import TypeAdapter, ValidationError
 
-    from learners.config import ScheduleConfig
+    from learners.schedule import ScheduleConfig
     from learners.schedule import CycleConfig, HysteresisConfig
 
     adapter = TypeAdapter(ScheduleConfig)

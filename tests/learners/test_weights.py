@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from arena.types import Episode, Sample, Turn
+from arena.core.types import Episode, Sample, Turn
 from learners.config import LearnerConfig
 from learners.estimators import EstimatorStates
 from learners.samples import build_samples

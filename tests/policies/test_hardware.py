@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.config import load_config
-from arena.trainer import precision_report
+from arena.loop.config import load_config
+from arena.loop.trainer import precision_report
 from policies.hardware import AUTO_DTYPE_ENV, auto_dtype, cpu_bf16_flags, fast_bf16, resolve_dtype
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -120,8 +120,8 @@ def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
     import copy
     from types import SimpleNamespace
 
-    from arena.trainer import Trainer
-    from arena.types import Sample
+    from arena.core.types import Sample
+    from arena.loop.trainer import Trainer
     from learners.config import LearnerConfig
     from learners.update import Learner
 

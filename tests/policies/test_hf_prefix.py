@@ -134,8 +134,8 @@ def test_built_in_model_shared_equals_unshared(smol_fp32) -> None:
 
 
 def test_the_config_switch_reaches_the_policy(tiny_model: Path) -> None:  # noqa: F811
-    from arena.build import build_policies
-    from arena.config import load_config
+    from arena.loop.build import build_policies
+    from arena.loop.config import load_config
 
     root = Path(__file__).resolve().parents[2]
     for value in (True, False):

@@ -77,7 +77,7 @@ def test_engine_gives_each_request_its_own_sampling(engine) -> None:
 
 def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> None:
     """Change the weights through the learner; after the sync the engine scores like the learner."""
-    from arena.types import Sample
+    from arena.core.types import Sample
     from learners.config import LearnerConfig
     from learners.update import Learner, collate, completion_logprobs
 

@@ -15,7 +15,7 @@ Contexts (PROTOCOLS §4):
   - ``bm25`` (default): lexical BM25 (the ``bm25s`` package, English stop words removed);
   - ``embedding``: cosine similarity of embeddings by a local HF model
     (``skills.embedding_model``, default the built-in ``smollm2-135m``, resolved by
-    ``arena.models.resolve_model``, loaded lazily with transformers ``AutoModel``):
+    ``arena.core.models.resolve_model``, loaded lazily with transformers ``AutoModel``):
     ``e(x) = normalise(mean over x's tokens of the last hidden states)``, score
     ``e(query) . e(title + " " + text)``. Each text is embedded alone (no padding), in
     float32 without grad, so the ranking is deterministic; scores are rounded to 6
@@ -117,7 +117,7 @@ def _encoder(model: str) -> tuple[Any, Any]:
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     hf_logging.disable_progress_bar()
     try:

@@ -5,8 +5,11 @@ carries its settings, which the game's own ``config_type`` validates, so a typo
 in ``games/spy/spy.yaml`` is reported as ``game.mask_ratio`` with the bad value and
 what would be valid, before any model is loaded. ``--set a.b=value`` overrides
 any key; the value is parsed as YAML (``--set game.n_players=4``).
-The policy table (policy kinds, sampling, seat shorthands) is defined in
-``arena/config_policies.py`` and re-exported here.
+Each part owns its config model and this module composes them: the policy table
+(policies/config.py), the learner and its schedule (learners/config.py,
+learners/schedule.py), the runner (arena/runner.py), evaluations
+(arena/loop/evals.py) and the league (arena/loop/league.py); the game's settings
+are the game's own ``config_type``. Errors are :class:`arena.core.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -17,32 +20,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from arena.config_policies import (  # noqa: F401  (re-exported: the policy table is part of arena.config)
-    POLICY_KINDS,
-    HumanSpec,
-    ModelPolicySpec,
-    PolicySpec,
-    RewardModelSpec,
-    SamplingOverride,
-    SamplingSection,
-    ScriptedSpec,
-    shorthand_policy,
-)
-from arena.evals import EvalSpec, check_names
-from arena.registry import UnknownName, game_class
-from learners.config import JointConfig, LearnerConfig, ScheduleConfig
-from learners.schedule import schedule_phases
-
-
-class ConfigError(ValueError):
-    """A bad configuration; ``str(err)`` is one line for the user."""
-
-
-class RunStopped(RuntimeError):
-    """A run that cannot go on (stale generator weights, a full disk); ``str(err)`` is one line.
-    The CLIs print it and exit with code 1, no traceback."""
+from arena.core.errors import ConfigError, format_validation_error
+from arena.core.registry import UnknownName, game_class
+from arena.loop.evals import EvalSpec, check_names
+from arena.loop.league import LeagueConfig
+from arena.runner import RunnerSection
+from learners.config import LearnerConfig
+from learners.schedule import JointConfig, ScheduleConfig, schedule_phases
+from policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
 
 
 class GameSection(BaseModel):
@@ -59,44 +46,6 @@ class GameSection(BaseModel):
 
     def make_env(self, **kwargs: Any) -> Any:
         return self.cls(self.settings, **kwargs)
-
-
-class RunnerSection(BaseModel):
-    """How rollouts are played."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    num_envs: int = Field(default=8, ge=1, description="Games played at once; their turns share generate calls.")
-    progress: bool = Field(default=True, description="Show a progress bar on long rollouts.")
-    episodes_jsonl: str | None = Field(default=None, description="Append finished episodes to this JSONL file.")
-
-
-class LeagueConfig(BaseModel):
-    """An opponent pool of past checkpoints inside training, and rated matches (arena/league.py). Off by default."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = Field(default=False, description="Play some seats with past checkpoints and rate the run against them.")
-    pool_size: int = Field(default=4, ge=1, description="Past checkpoints kept in the pool, besides the base model "
-                           "(independent of keep_checkpoints).")
-    include_base: bool = Field(default=True, description="The starting model is a member ('base', the ratings' anchor).")
-    share: float = Field(default=0.25, ge=0.0, le=1.0, description="Share of the trainable seats of each game given to "
-                         "the step's pool opponent (at least one when > 0, never all); 0: rated matches only.")
-    sampler: str = Field(default="pfsp", description="Rule drawing the step's opponent: latest | uniform | pfsp.")
-    pfsp_power: float = Field(default=2.0, ge=0.0, description="pfsp: weight (1 - learner's win rate)^power.")
-    eval_every: int = Field(default=0, ge=0, description="Steps between rated matches against the pool and base (0: never).")
-    eval_games: int = Field(default=8, ge=1, description="Games against each member in a rated match (whole rounds).")
-    bootstrap: int = Field(default=200, ge=0, description="Bootstrap resamples of the rating's 95% interval.")
-    layouts: list[dict[str, Any]] = Field(default_factory=list, description="Reset options fixing the roles in rated "
-                                          "matches, cycled per round (SpyRL: [{spy: 0}, {spy: 1}, ...]).")
-
-    @model_validator(mode="after")
-    def _known_sampler(self) -> LeagueConfig:
-        from arena.league import SAMPLERS
-
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} (got {self.sampler!r})")
-        return self
 
 
 class TrainConfig(BaseModel):
@@ -121,14 +70,14 @@ class TrainConfig(BaseModel):
     sync_canary_max_gap: float | Literal["auto"] | None = Field(
         default="auto", description="After every weight sync the generator and the learner score the same "
         "completions; a mean |logprob| gap (nats/token) above this stops the run as stale weights. auto: 1e-3 for "
-        "float32 generators, 0.15 for bfloat16/float16 (measured, arena/canary.py); null: off.",
+        "float32 generators, 0.15 for bfloat16/float16 (measured, arena/loop/canary.py); null: off.",
     )
     sync_canary_samples: int = Field(
         default=2, ge=1, description="Completions the weight-sync canary scores (the step's shortest trainable "
         "turns; each costs a forward pass on both sides: about 10 s a sample for the built-in model on 2 CPU cores).",
     )
     evals: list[EvalSpec] = Field(
-        default_factory=list, description="Evaluations inside training on held-out games (arena/evals.py): at step 0 "
+        default_factory=list, description="Evaluations inside training on held-out games (arena/loop/evals.py): at step 0 "
         "(the untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> with a "
         "95% interval.",
     )
@@ -208,25 +157,6 @@ class ArenaConfig(BaseModel):
             return dict(self.seats)
         default = self.trainable or next(iter(self.policies))
         return {"*": default}
-
-def format_validation_error(err: ValidationError, prefix: str = "") -> str:
-    """One line: ``field: problem (got value)`` for each error, joined by '; '."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        if e["type"] == "extra_forbidden":
-            parts.append(f"{loc}: unknown key (remove it or check the spelling)")
-            continue
-        msg = e["msg"].removeprefix("Value error, ")
-        got = e.get("input")
-        if e["type"] == "unknown_rule" and isinstance(got, dict):  # name the key, not the whole section
-            loc, got = f"{loc}.rule", got.get("rule")
-        if isinstance(got, dict) or "input" not in e:  # a model-level check: its message names the fields
-            parts.append(f"{loc}: {msg}")
-        else:
-            parts.append(f"{loc}: {msg} (got {got!r})")
-    return "; ".join(parts)
-
 
 def _set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
     keys = dotted.split(".")
@@ -337,7 +267,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
             known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
             raise ConfigError(f"{origin}: seats.{pattern}: unknown policy {name!r}; known: {known}")
     if cfg.train.evals:
-        from arena.evals import check_evals
+        from arena.loop.evals import check_evals
 
         check_evals(cfg, origin)
     env = cfg.game.make_env()

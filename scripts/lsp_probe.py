@@ -1,5 +1,5 @@
 """Probe LSP's learning signal at a policy's start: play N games with the config's policies and
-print what the learner would get (``python -m games.lsp.probe games/lsp/lsp.yaml --games 32``).
+print what the learner would get (``python scripts/lsp_probe.py games/lsp/lsp.yaml --games 32``).
 
 Printed: the share of challenger outputs with a checkable query, solver accuracy R, the share of
 queries whose G answers disagree (so ``R - V(q)`` is non-zero), the spread of V(q) across queries
@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 
 from arena.cli import run_cli
-from arena.config import load_config
-from arena.types import Episode
+from arena.core.types import Episode
+from arena.loop.config import load_config
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -48,7 +48,7 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m games.lsp.probe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python scripts/lsp_probe.py", description=__doc__.split("\n")[0])
     p.add_argument("config", help="an LSP YAML config, e.g. games/lsp/lsp.yaml")
     p.add_argument("--games", type=int, default=32, help="number of games (queries)")
     p.add_argument("--seed", type=int, default=10_000, help="seed of the first game (away from training's)")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     cfg = load_config(args.config, list(args.overrides))
-    from arena.build import build_policies, build_runner
+    from arena.loop.build import build_policies, build_runner
 
     policies = build_policies(cfg, names=dict.fromkeys(cfg.seat_table().values()))
     runner = build_runner(cfg, policies, state=cfg.game.make_env().make_state(),

@@ -49,8 +49,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from arena.config import RunStopped
-from arena.types import Episode, Sample
+from arena.core.errors import RunStopped
+from arena.core.types import Episode, Sample
 
 #: Bound for float32 generators. Measured on the built-in model (bench/sync_canary.py, the first
 #: 4 SpyRL completions): a correct sync leaves 2.3e-6 (hf) and 7.4e-6 (vLLM-cpu) nats/token; one

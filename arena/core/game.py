@@ -14,7 +14,7 @@ A game writes only its rules; this class wires them into PettingZoo:
   :class:`InvalidOutputConfig`: ``na`` hands the game an abstention, ``penalty``
   also credits a fixed penalty to that turn, ``retry`` asks the seat again (with
   the reason appended to its prompt) up to a budget, then behaves as
-  ``penalty``. Every attempt is a :class:`~arena.types.Turn` and is counted in
+  ``penalty``. Every attempt is a :class:`~arena.core.types.Turn` and is counted in
   ``infos``.
 * **Per-turn rewards.** ``credit(seat, phase, amount)`` books a reward on the
   seat's final turn of that phase. The same amounts flow into PettingZoo's
@@ -55,9 +55,9 @@ import numpy as np
 from pettingzoo import AECEnv
 from pydantic import BaseModel
 
-from arena.game_types import GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase
-from arena.messages import CompletionSpace, Message, MessageSpace, random_fields
-from arena.types import ChatMessage, Episode, SeatOutcome, Turn
+from arena.core.game_types import GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase
+from arena.core.messages import CompletionSpace, Message, MessageSpace, random_fields
+from arena.core.types import ChatMessage, Episode, SeatOutcome, Turn
 
 __all__ = ["GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions", "Phase"]
 

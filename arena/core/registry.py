@@ -59,7 +59,7 @@ def resolve(table: dict[str, str], kind: str, name: str) -> Any:
 
 
 def game_class(name: str) -> Any:
-    from arena.game import LLMGame
+    from arena.core.game import LLMGame
 
     cls = resolve(registered_games() if name not in GAMES else GAMES, "game", name)
     if not (isinstance(cls, type) and issubclass(cls, LLMGame)):

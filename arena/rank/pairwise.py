@@ -14,7 +14,7 @@ pair is judged in BOTH orders to cancel position bias.
 Per instruction the candidate scores ``s = (w_1 + w_2) / 2``, with ``w = 1`` when
 the judge picks the candidate's answer, 0 when it picks the base's, 0.5 when the
 verdict is unparseable. The win rate is ``mean s`` over instructions, with a 95%
-percentile-bootstrap interval over instructions (:func:`arena.eval.bootstrap`).
+percentile-bootstrap interval over instructions (:func:`arena.stats.heldout.bootstrap`).
 Also reported: the share of verdicts naming (a) (position bias) and of
 unparseable verdicts.
 """
@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from arena.types import ChatMessage
+from arena.core.types import ChatMessage
 from policies.base import Policy, Request, SamplingParams
 
-DEFAULT_DATA = Path(__file__).resolve().parent.parent / "games" / "lsp" / "data" / "instructions.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "games" / "lsp" / "data" / "instructions.jsonl"
 
 JUDGE_PROMPT = (
     "You are comparing two AI assistants' responses to the same instruction. Pick the response that "
@@ -108,7 +108,7 @@ def compare(
     seed: int = 0,
 ) -> tuple[dict[str, float], list[dict]]:
     """Answer, judge both orders, summarise: (summary, one record per instruction)."""
-    from arena.eval import bootstrap
+    from arena.stats.heldout import bootstrap
 
     chats = [[{"role": "user", "content": x.instruction}] for x in instructions]
     cand = _generate(candidate, chats, answer_params, seed)
@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from arena.config import ConfigError, load_config
+    from arena.core.errors import ConfigError
+    from arena.loop.config import load_config
 
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"--data: no such file {args.data}") from None
     except ValueError as e:
         raise ConfigError(f"--data: {e}") from None
-    from arena.build import build_policies
+    from arena.loop.build import build_policies
 
     policies = build_policies(cfg, names=dict.fromkeys([candidate, args.base, args.judge]))
     answer = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)

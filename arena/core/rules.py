@@ -1,6 +1,6 @@
 """The rules toolbox: pure helpers that almost every game's parser and rewards need.
 
-Parsers never raise: they return the value or :class:`~arena.game.Invalid` with
+Parsers never raise: they return the value or :class:`~arena.core.game.Invalid` with
 a reason a person can read (it lands in the turn record and, in retry mode, in
 the seat's next prompt). Reward helpers are plain arithmetic on dicts.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from arena.game import Invalid
+from arena.core.game import Invalid
 
 _INTEGER = re.compile(r"(?<![\d.])[+-]?\d{1,9}(?![\d.])")
 

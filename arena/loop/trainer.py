@@ -4,7 +4,7 @@ Rollouts of step ``s`` use the seeds ``seed * 1_000_003 + s * games_per_step + i
 and every sampling call is seeded from its requests, so a run resumed from a
 checkpoint replays exactly the steps an uninterrupted run would have played.
 
-Several ranks (``torchrun``/``deepspeed`` launchers, arena/distributed.py): rank ``r`` of
+Several ranks (``torchrun``/``deepspeed`` launchers, arena/core/distributed.py): rank ``r`` of
 ``W`` plays the ``r``-th contiguous block of the step's seeds; the episodes are gathered so
 every rank builds the whole step's samples (same advantages, estimator and game states as
 one rank) and trains the samples of its own episodes; rank 0 alone writes metrics,
@@ -20,23 +20,26 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from arena.canary import auto_max_gap, canary_samples, check_gap, sync_gap
-from arena.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
-from arena.config import ArenaConfig, ConfigError, ModelPolicySpec
-from arena.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
-from arena.runner import EpisodeSpec
-from arena.types import Episode, Sample, write_jsonl
+from arena.core.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
+from arena.core.errors import ConfigError
+from arena.core.types import Episode, Sample, write_jsonl
+from arena.loop.canary import auto_max_gap, canary_samples, check_gap, sync_gap
+from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
+from arena.loop.config import ArenaConfig
+from arena.runner import EpisodeSpec, generate_texts
 from learners.estimators import EstimatorStates
 from learners.progress import Progress
 from learners.samples import build_samples
 from learners.schedule import make_schedule
 from learners.update import Learner
+from policies.config import ModelPolicySpec
 
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s")
 
@@ -105,7 +108,9 @@ class Trainer:
         self.step = 0
         self.game_cls = cfg.game.cls
 
-        from arena.build import ModelStore, build_policies, build_runner, reference_model
+        from arena.loop.build import (
+            ModelStore, build_policies, build_runner, make_model_policy, reference_model, sampling_table,
+        )
 
         store = ModelStore()
         self.policies = build_policies(cfg, store=store)
@@ -118,7 +123,7 @@ class Trainer:
         if spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device:
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
-            from arena.models import load_causal_lm
+            from arena.core.models import load_causal_lm
 
             model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
         ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
@@ -133,10 +138,10 @@ class Trainer:
         self.state = env.make_state()
         self.runner = build_runner(cfg, self.policies, state=self.state)
         self.league = None
-        if cfg.train.league.enabled:  # past checkpoints as opponents, rated matches (arena/league.py)
-            from arena.league import League
+        if cfg.train.league.enabled:  # past checkpoints as opponents, rated matches (arena/loop/league.py)
+            from arena.loop.league import League
 
-            self.league = League(cfg, run_dir, self.runner)
+            self.league = League(cfg, run_dir, self.runner, lambda spec, name: make_model_policy(spec, name, ModelStore()))
         self._report_untrained_phases(env)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -153,10 +158,10 @@ class Trainer:
         self._tb = None
         self.last_step = cfg.train.steps
         self.evals = None
-        if cfg.train.evals:  # held-out games with the current weights (arena/evals.py)
-            from arena.evals import TrainEvals
+        if cfg.train.evals:  # held-out games with the current weights (arena/loop/evals.py)
+            from arena.loop.evals import TrainEvals
 
-            self.evals = TrainEvals(cfg, run_dir, dist)
+            self.evals = TrainEvals(cfg, run_dir, dist, sampling_table(cfg))
         self.episode_log = None
         if cfg.train.save_episodes and dist.main:
             from arena.view.record import EpisodeLog
@@ -235,7 +240,8 @@ class Trainer:
         summary = episode_summary(episodes)
         summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
         self.schedule.update({k.removeprefix("game/"): v for k, v in summary.items() if k.startswith("game/")})
-        state_stats = self.state.update(episodes, self.policies) if self.state is not None else {}
+        generators = {name: partial(generate_texts, policy) for name, policy in self.policies.items()}
+        state_stats = self.state.update(episodes, generators) if self.state is not None else {}
         self.step = step
         tokens = getattr(self.generator, "tokens_generated", 0) - tokens_before
         if self.dist.active:  # every rank's tokens (the gather made t1 the slowest rank's end of rollout)
@@ -297,7 +303,7 @@ class Trainer:
             gen_model.load_state_dict(state)
 
     def sync_canary(self, episodes: Sequence[Episode]) -> dict[str, float]:
-        """After the sync, generator and learner score a few of the step's completions (arena/canary.py)."""
+        """After the sync, generator and learner score a few of the step's completions (arena/loop/canary.py)."""
         if self.canary_max_gap is None or getattr(self.generator, "model", None) is self.learner.module:
             return {}  # off, or nothing was synced: the generator runs on the learner's own model
         picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)

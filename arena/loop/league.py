@@ -1,7 +1,7 @@
 """A league inside ``arena.train``: past checkpoints as opponents, and rated matches against them.
 
 Off by default; ``train.league.enabled: true`` turns it on (``LeagueConfig``
-in ``arena/config.py`` documents every key).
+in ``arena/loop/config.py`` documents every key).
 
 Pool
     The base model (the trainable policy's starting weights, named ``base``)
@@ -28,10 +28,10 @@ Opponents in training
 
 Rated matches
     Every ``eval_every`` steps the current policy plays ``eval_games`` games
-    against each member (``base`` first), seated by :mod:`arena.seating` on
+    against each member (``base`` first), seated by :mod:`arena.stats.seating` on
     the trainable seats with ``layouts`` (reset options fixing the roles), on
     held-out seeds. A Bradley-Terry fit of those games (anchor ``base`` = 1000,
-    95% bootstrap interval, :mod:`arena.ratings`) gives ``league/rating``,
+    95% bootstrap interval, :mod:`arena.stats.ratings`) gives ``league/rating``,
     ``league/rating_low``, ``league/rating_high``: metrics.jsonl, TensorBoard
     and the plot show whether the run still improves against its past.
 
@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 OPPONENT = "league"
 BASE = "base"
@@ -96,12 +97,40 @@ def pfsp(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], rn
 SAMPLERS: dict[str, Sampler] = {"latest": latest, "uniform": uniform, "pfsp": pfsp}
 
 
+class LeagueConfig(BaseModel):
+    """An opponent pool of past checkpoints inside training, and rated matches. Off by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=False, description="Play some seats with past checkpoints and rate the run against them.")
+    pool_size: int = Field(default=4, ge=1, description="Past checkpoints kept in the pool, besides the base model "
+                           "(independent of keep_checkpoints).")
+    include_base: bool = Field(default=True, description="The starting model is a member ('base', the ratings' anchor).")
+    share: float = Field(default=0.25, ge=0.0, le=1.0, description="Share of the trainable seats of each game given to "
+                         "the step's pool opponent (at least one when > 0, never all); 0: rated matches only.")
+    sampler: str = Field(default="pfsp", description="Rule drawing the step's opponent: latest | uniform | pfsp.")
+    pfsp_power: float = Field(default=2.0, ge=0.0, description="pfsp: weight (1 - learner's win rate)^power.")
+    eval_every: int = Field(default=0, ge=0, description="Steps between rated matches against the pool and base (0: never).")
+    eval_games: int = Field(default=8, ge=1, description="Games against each member in a rated match (whole rounds).")
+    bootstrap: int = Field(default=200, ge=0, description="Bootstrap resamples of the rating's 95% interval.")
+    layouts: list[dict[str, Any]] = Field(default_factory=list, description="Reset options fixing the roles in rated "
+                                          "matches, cycled per round (SpyRL: [{spy: 0}, {spy: 1}, ...]).")
+
+    @model_validator(mode="after")
+    def _known_sampler(self) -> LeagueConfig:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} (got {self.sampler!r})")
+        return self
+
+
 # ------------------------------------------------------------------ the league
 class League:
     """Pool, opponent draws, results and ratings of one training run (see the module docstring)."""
 
-    def __init__(self, cfg: Any, run_dir: Path, runner: Any):
-        from arena.config import ConfigError
+    def __init__(self, cfg: Any, run_dir: Path, runner: Any, make_policy: Callable[[Any, str], Any]):
+        """``make_policy(spec, name)``: a policy for a model spec, handed in by the trainer (the assembly's
+        ``arena.loop.build.make_model_policy``; the league's config model sits below the assembly)."""
+        from arena.core.errors import ConfigError
 
         self.cfg = cfg
         self.lc = cfg.train.league
@@ -109,6 +138,7 @@ class League:
             raise ConfigError(f"train.league.sampler: unknown rule {self.lc.sampler!r}; known: {', '.join(SAMPLERS)}")
         self.run_dir = run_dir
         self.runner = runner
+        self.make_policy = make_policy
         self.trainable = cfg.trainable
         self.spec = cfg.policies[cfg.trainable]
         self.seat_rules = dict(cfg.seat_table())
@@ -159,13 +189,11 @@ class League:
         """Load ``member`` as policy ``league`` (the previous one is dropped first: one in memory)."""
         if self.loaded == member.name and OPPONENT in self.runner.policies:
             return
-        from arena.build import ModelStore, make_model_policy
-
         self.runner.policies.pop(OPPONENT, None)
         self.loaded = None
         model = member.model if member.name == BASE else str(self.run_dir / member.model)  # members live in the run
         spec = self.spec.model_copy(update={"model": model, "trainable": False, "frozen": True, "backend": "hf"})
-        self.runner.policies[OPPONENT] = make_model_policy(spec, OPPONENT, ModelStore())
+        self.runner.policies[OPPONENT] = self.make_policy(spec, OPPONENT)
         self.loaded = member.name
 
     # -------------------------------------------------------------- training games
@@ -231,10 +259,10 @@ class League:
     # -------------------------------------------------------------- rated matches
     def rated_match(self, step: int) -> dict[str, float]:
         """The current policy against every member on held-out seeds; its Bradley-Terry rating vs base."""
-        from arena.eval import held_out_seeds
-        from arena.ratings import bradley_terry, game_from_outcome
         from arena.runner import EpisodeSpec, SeatMap
-        from arena.seating import schedule
+        from arena.stats.heldout import held_out_seeds
+        from arena.stats.ratings import bradley_terry, game_from_outcome
+        from arena.stats.seating import schedule
 
         if not self.members or len(self.learner_seats) < 2:
             return {}

@@ -1,7 +1,7 @@
 """The small types a game is made of: phases, invalid output, the config base, reset options, state.
 
-They live apart from :class:`~arena.game.LLMGame` so that rules modules can
-import ``Invalid`` without the env machinery; ``arena.game`` re-exports them.
+They live apart from :class:`~arena.core.game.LLMGame` so that rules modules can
+import ``Invalid`` without the env machinery; ``arena.core.game`` re-exports them.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.types import Episode
+from arena.core.types import ChatMessage, Episode
 
 
 class Invalid(BaseModel):
@@ -64,6 +64,16 @@ class Phase:
     hidden: bool = True
 
 
+class TextGenerator(Protocol):
+    """A policy's text generation, handed to :meth:`GameState.update` by the loop (a game never
+    builds or imports a model): one batched call, chat ``i`` is request ``i``, seeded ``seed + i``;
+    returns the texts in order (``arena.runner.generate_texts`` bound to a policy)."""
+
+    def __call__(
+        self, chats: Sequence[list[ChatMessage]], *, temperature: float, max_new_tokens: int, seed: int, seat: str = "",
+    ) -> list[str]: ...
+
+
 class GameState(ABC):
     """State that lives across episodes (a skill library, an opponent pool).
 
@@ -79,8 +89,9 @@ class GameState(ABC):
         """An immutable view of the state for the envs (never mutated afterwards)."""
 
     @abstractmethod
-    def update(self, episodes: Sequence[Episode], policies: Mapping[str, Any]) -> dict[str, float]:
-        """Evolve after a step; return metrics (logged under ``state/``)."""
+    def update(self, episodes: Sequence[Episode], policies: Mapping[str, TextGenerator]) -> dict[str, float]:
+        """Evolve after a step; return metrics (logged under ``state/``). ``policies``: each policy's
+        text generation by name, for a state's own model calls (Skill-SP's library evolution)."""
 
     @abstractmethod
     def save(self, folder: Path) -> None:

@@ -2,7 +2,8 @@
 
 ``policies:`` maps a name to one of :data:`POLICY_KINDS` (``kind: model`` is the
 default); ``seats:`` may also name ``human`` or ``scripted:<bot>`` without a table
-entry (:func:`shorthand_policy`). ``arena.config`` re-exports every name here.
+entry (:func:`shorthand_policy`). The policies' own config model: the assembly
+(arena/loop/config.py) composes it, and builds policies from it (arena/loop/build.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Assembly: the one place that turns a validated config into policies, a runner and game state.
 
 ``policies/`` knows nothing of configs and ``learners/`` owns no training loop;
-this module reads :class:`~arena.config.ArenaConfig` and builds the parts the
+this module reads :class:`~arena.loop.config.ArenaConfig` and builds the parts the
 CLIs (train, play, eval, tournament) share:
 
 * :func:`build_policies`: the policy table, restricted to the names a run
@@ -19,19 +19,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from arena.config import (
-    ArenaConfig,
-    ConfigError,
-    HumanSpec,
-    ModelPolicySpec,
-    RewardModelSpec,
-    ScriptedSpec,
-)
-from arena.game import GameState
+from arena.core.errors import ConfigError
+from arena.core.game import GameState
 from arena.runner import Runner, SamplingFn, SeatMap
 from policies.base import Policy, SamplingParams
+from policies.config import HumanSpec, ModelPolicySpec, RewardModelSpec, ScriptedSpec
+
+if TYPE_CHECKING:  # annotations only: the config imports the parts' models, not this assembly
+    from arena.loop.config import ArenaConfig
 
 
 @dataclass
@@ -41,7 +38,7 @@ class ModelStore:
     models: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict)
 
     def get(self, name: str, dtype: str, device: str) -> tuple[Any, Any]:
-        from arena.models import load_causal_lm, resolve_model
+        from arena.core.models import load_causal_lm, resolve_model
 
         key = (resolve_model(name), dtype, device)
         if key not in self.models:
@@ -150,7 +147,7 @@ def sampling_table(cfg: ArenaConfig) -> SamplingFn:
 def reference_model(cfg: ArenaConfig, policies: dict[str, Policy], store: ModelStore, device: str) -> Any:
     """The frozen KL reference: a named policy's model, a frozen seat model on the trainable
     model (``auto``), or else a float32 copy of the trainable policy's initial weights."""
-    from arena.models import resolve_model
+    from arena.core.models import resolve_model
 
     choice = cfg.learner.reference
     trainable = cfg.policies[cfg.trainable]  # type: ignore[index]

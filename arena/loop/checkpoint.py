@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from arena.config import RunStopped
+from arena.core.errors import RunStopped
 
 _STEP = re.compile(r"^step_(\d{6,})$")
 TMP_PREFIX = ".tmp-"

@@ -10,7 +10,7 @@ Pooled ratios
     over games. SpyRL declares the detection accuracy among votes that name a
     player, against the chance 1/n of a uniform guess.
 
-Paired comparison (``arena.eval --compare-set KEY=VALUE``)
+Paired comparison (``python -m arena.eval --compare-set KEY=VALUE``)
     Arm A is the config with ``--set``; arm B the same plus ``--compare-set``.
     Both play the SAME held-out seeds, so the game (source, spy, draws) is the
     same in each pair and only the policy differs. Per metric, the difference
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from arena.types import Episode
+from arena.core.types import Episode
 
 RESAMPLES = 2000
 
@@ -97,7 +97,7 @@ def paired_summary(a: Sequence[Episode], b: Sequence[Episode], game_cls: Any = N
                    rows_a: Sequence[Mapping[str, float]] | None = None,
                    rows_b: Sequence[Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
     """metric -> {a, b, diff, low, high, n}: A - B on the same games, paired bootstrap interval."""
-    from arena.eval import per_episode
+    from arena.stats.heldout import per_episode
 
     if len(a) != len(b) or any(x.seed != y.seed for x, y in zip(a, b, strict=True)):
         raise ValueError("a paired comparison needs the same games (seeds) in both arms")
@@ -131,7 +131,7 @@ def _rename(interval: dict[str, float]) -> dict[str, float]:
 
 def play_held_out(cfg: Any, seeds: Sequence[int]) -> list[Episode]:
     """The config's seats on the given seeds, through the batched runner."""
-    from arena.build import build_policies, build_runner
+    from arena.loop.build import build_policies, build_runner
 
     policies = build_policies(cfg, names=dict.fromkeys(cfg.seat_table().values()))
     return build_runner(cfg, policies, state=cfg.game.make_env().make_state()).play(seeds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from arena.types import Episode
+from arena.core.types import Episode
 
 
 def _indent(text: str, width: int | None) -> str:

@@ -15,7 +15,7 @@ When
 Which games
     The game with the run's settings plus ``set`` (game keys only, validated
     against the game's config model at start-up), on the held-out seeds of
-    ``arena.eval``, ``2**40 + train.seed * 1_000_003 + i`` for ``i < games``:
+    ``arena.stats.heldout``, ``2**40 + train.seed * 1_000_003 + i`` for ``i < games``:
     a range training never reaches, and the SAME games at every evaluation, so
     the points of one evaluation are paired across steps (the step-0 point is
     the untrained model on exactly these games).
@@ -30,16 +30,16 @@ How
     of ``(train.seed, name, step)``, so an evaluation due after ``--resume``
     gives the numbers an uninterrupted run gives. Evaluation episodes are never
     trained on; with ``train.save_episodes`` they are written to
-    ``<run_dir>/evals/<name>/step_<S>.jsonl.gz`` (gzip JSONL; ``arena.types.read_jsonl`` reads it).
+    ``<run_dir>/evals/<name>/step_<S>.jsonl.gz`` (gzip JSONL; ``arena.core.types.read_jsonl`` reads it).
 
 What is logged
     In the step's row of metrics.jsonl (and TensorBoard): for each metric ``m``
-    (a key of ``arena.eval.per_episode`` without its ``game/`` prefix:
+    (a key of ``arena.stats.heldout.per_episode`` without its ``game/`` prefix:
     the game's episode metrics, ``invalid_turn_rate``, ``truncated_rate``,
     ``reward/<role>``, ``outcome/<role>``; fnmatch patterns allowed; default
     all), ``eval/<name>/<m>`` (the mean over the games that report it) and
     ``eval/<name>/<m>_lo``, ``_hi``: the 95% percentile-bootstrap interval of
-    ``arena.eval.bootstrap``, resampling games with a seed from
+    ``arena.stats.heldout.bootstrap``, resampling games with a seed from
     ``(train.seed, name, step)``. Also ``time/eval_s``. Several ranks: rank 0
     plays every evaluation game while the others wait at a barrier.
 """
@@ -60,7 +60,7 @@ NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class EvalSpec(BaseModel):
-    """One evaluation run inside training (arena/evals.py)."""
+    """One evaluation run inside training (arena/loop/evals.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -107,8 +107,8 @@ def check_names(evals: Sequence[EvalSpec]) -> None:
 
 def eval_settings(game_cls: Any, settings: BaseModel, spec: EvalSpec, origin: str = "config") -> BaseModel:
     """The run's game settings with ``spec.set`` on top, validated by the game's own config model;
-    a bad key or value is a one-line :class:`~arena.config.ConfigError` naming the field."""
-    from arena.config import ConfigError, format_validation_error
+    a bad key or value is a one-line :class:`~arena.core.errors.ConfigError` naming the field."""
+    from arena.core.errors import ConfigError, format_validation_error
 
     raw = settings.model_dump(by_alias=True)
     for dotted, value in spec.set.items():
@@ -177,8 +177,9 @@ def eval_row(name: str, summary: Mapping[str, Mapping[str, float]], patterns: Se
 class TrainEvals:
     """The run's evaluations: built once, played when due (``Trainer`` calls :meth:`run`)."""
 
-    def __init__(self, cfg: Any, run_dir: Path, dist: Any):
-        self.cfg, self.run_dir, self.dist = cfg, run_dir, dist
+    def __init__(self, cfg: Any, run_dir: Path, dist: Any, sampling: Any):
+        """``sampling``: the run's (policy, phase) -> sampling table (``arena.loop.build.sampling_table``)."""
+        self.cfg, self.run_dir, self.dist, self.sampling = cfg, run_dir, dist, sampling
         self.specs = list(cfg.train.evals)
         self.settings = {s.name: eval_settings(cfg.game.cls, cfg.game.settings, s) for s in self.specs}
 
@@ -186,13 +187,13 @@ class TrainEvals:
         return [s for s in self.specs if is_due(s, step, last, self.cfg.train.checkpoint_every)]
 
     def seeds(self, spec: EvalSpec) -> list[int]:
-        from arena.eval import held_out_seeds
+        from arena.stats.heldout import held_out_seeds
 
         return held_out_seeds(self.cfg.train.seed, spec.games)
 
     def run(self, step: int, last: int, policies: Mapping[str, Any], state: Any = None) -> dict[str, float]:
         """Play the evaluations due at ``step`` (rank 0) and return their row (empty elsewhere)."""
-        from arena.distributed import barrier
+        from arena.core.distributed import barrier
 
         due = self.due(step, last)
         if not due:
@@ -210,17 +211,16 @@ class TrainEvals:
         """One evaluation: its games with the given policies, summarised; the global RNGs untouched."""
         import torch
 
-        from arena.build import sampling_table
-        from arena.checkpoint import rng_state, set_rng_state
-        from arena.config import ConfigError
-        from arena.eval import summarise
+        from arena.core.errors import ConfigError
+        from arena.core.types import write_jsonl
+        from arena.loop.checkpoint import rng_state, set_rng_state
         from arena.runner import Runner, SeatMap
-        from arena.types import write_jsonl
+        from arena.stats.heldout import summarise
 
         salt = derived_seed(self.cfg.train.seed, spec.name, step)
         wrapped = {name: ReseededPolicy(p, salt) for name, p in policies.items()}
         settings, game_cls = self.settings[spec.name], self.cfg.game.cls
-        runner = Runner(lambda: game_cls(settings), wrapped, SeatMap(self.cfg.seat_table()), sampling_table(self.cfg),
+        runner = Runner(lambda: game_cls(settings), wrapped, SeatMap(self.cfg.seat_table()), self.sampling,
                         num_envs=self.cfg.runner.num_envs, progress=self.cfg.runner.progress, state=state)
         saved = rng_state()
         try:

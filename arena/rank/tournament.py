@@ -1,0 +1,322 @@
+"""``python -m arena.tournament CONFIG --players P1 P2 ... --games N``: rate players against each other.
+
+    python -m arena.tournament games/spy/spy.yaml --games 40 --layouts "[{spy: 0}, {spy: 1}, {spy: 2}, {spy: 3}]" \\
+        --players base=smollm2-135m s4=runs/spy/checkpoints/step_000004 s8=runs/spy scripted:copycat scripted:fixed_vote:1
+    python -m arena.tournament tests/fixtures/rps.yaml --players scripted:rock scripted:paper scripted:scissors --games 30
+
+Players. Each is ``[LABEL=]SPEC``; SPEC is anything the policy table can name:
+a policy of the config (``learner``, an ``openai`` server entry, ...),
+``scripted:<bot>``, or a model (built-in name, model folder, checkpoint or run
+folder, hub id) played with the sampling of the config's trainable policy.
+Models that resolve to the same weights share one loaded copy.
+
+Schedule. :mod:`arena.stats.seating`: rounds of ``len(seats)`` games in which the
+table's players rotate through every seat, under reset-option *layouts* that
+fix the roles (``--layouts``, a YAML list of the game's options, cycled per
+round; SpyRL: ``{spy: k}``). ``--games`` is rounded up to whole rounds. Game i
+uses the held-out seed of :func:`arena.stats.heldout.held_out_seeds` (never a training
+seed). Games are played by the batched runner, many at once, one generate call
+per policy per tick.
+
+Outcomes come from ``LLMGame.outcome()`` only; :mod:`arena.stats.ratings` turns them
+into Bradley-Terry ratings with 95% bootstrap intervals (anchor ``--anchor``,
+default the first player, = 1000), openskill ratings, payoff matrices (overall
+and per role) and significant non-transitive cycles.
+
+Output: a table on the terminal, the JSON (``--json``, default
+``<run_dir>/tournament.json``) with the schedule and every game's seed,
+options, seating, roles and outcome (replayable and refittable), and a PNG
+heatmap of the payoff matrices beside it. The JSON is rewritten atomically
+after every batch of games; running the same command again resumes: finished
+games are read back, never replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from arena.core.errors import ConfigError
+from arena.loop.config import ArenaConfig, load_config
+from arena.stats.heldout import held_out_seeds
+from policies.config import ModelPolicySpec, shorthand_policy
+from arena.stats.ratings import (
+    GameResult,
+    bradley_terry,
+    cycles,
+    game_from_outcome,
+    online_ratings,
+    payoff_matrix,
+    roles_of,
+)
+from arena.runner import EpisodeSpec, SeatMap
+from arena.stats.seating import Table, schedule
+
+FORMAT = "arena-tournament-v1"
+SHOWN_ROUNDS = 12
+
+
+# ------------------------------------------------------------------ players
+def parse_players(cfg: ArenaConfig, items: Sequence[str]) -> dict[str, Any]:
+    """``[LABEL=]SPEC`` strings -> label -> policy spec (see the module docstring)."""
+    if len(items) < 2:
+        raise ConfigError(f"--players: a tournament needs at least 2 players (got {len(items)})")
+    out: dict[str, Any] = {}
+    for item in items:
+        label, sep, spec = item.partition("=")
+        if not sep:
+            label, spec = item, item
+        if not label or not spec:
+            raise ConfigError(f"--players: {item!r} is not [LABEL=]SPEC")
+        if label in out:
+            raise ConfigError(f"--players: {label!r} is named twice; give one a label (LABEL=SPEC)")
+        out[label] = resolve_player(cfg, spec)
+    return out
+
+
+def _template(cfg: ArenaConfig) -> ModelPolicySpec:
+    if cfg.trainable:
+        return cfg.policies[cfg.trainable]
+    models = [s for s in cfg.policies.values() if isinstance(s, ModelPolicySpec)]
+    return models[0] if models else ModelPolicySpec()
+
+
+def resolve_player(cfg: ArenaConfig, spec: str) -> Any:
+    from arena.core.models import BUILTIN_MODELS
+
+    if spec in cfg.policies:
+        found = cfg.policies[spec]
+        if isinstance(found, ModelPolicySpec) and found.trainable:  # played, never trained, here
+            found = found.model_copy(update={"trainable": False, "frozen": True})
+        return found
+    short = shorthand_policy(spec)
+    if short is not None:
+        if short.kind == "human":
+            raise ConfigError("--players: 'human' cannot play a batched tournament")
+        return short
+    path = Path(spec)
+    if spec not in BUILTIN_MODELS and not path.exists() and (spec.startswith((".", "/", "~")) or
+                                                             (len(path.parts) > 1 and Path(path.parts[0]).is_dir())):
+        raise ConfigError(f"--players: {spec!r}: no such folder (a player is a policy of the config "
+                          f"({', '.join(cfg.policies)}), scripted:<bot>, a built-in model "
+                          f"({', '.join(BUILTIN_MODELS)}), a model/checkpoint/run folder or a hub id)")
+    return _template(cfg).model_copy(update={"model": spec, "trainable": False, "frozen": True})
+
+
+def player_config(cfg: ArenaConfig, players: Mapping[str, Any]) -> ArenaConfig:
+    """The config whose policy table is exactly the players (labels as policy names)."""
+    return cfg.model_copy(update={"policies": dict(players), "seats": {"*": next(iter(players))}})
+
+
+def check_layouts(cfg: ArenaConfig, layouts: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, str]]:
+    """Reset a probe env with each layout (bad options fail here, in one line); warn when roles
+    still depend on the seed, i.e. the layouts do not fix them. Returns layout -> seat -> role."""
+    env = cfg.game.make_env()
+    out = {}
+    for k, layout in enumerate(layouts):
+        seen = []
+        for seed in (HELD_PROBE, HELD_PROBE + 1, HELD_PROBE + 2):
+            try:
+                env.reset(seed=seed, options=dict(layout))
+            except Exception as e:  # noqa: BLE001 - any refusal of the options is a config error
+                raise ConfigError(f"--layouts: {dict(layout)} is not valid for {cfg.game.name}: {e}".replace("\n", " ")) from None
+            seen.append({s: env.role(s) for s in env.possible_agents})
+        if any(r != seen[0] for r in seen[1:]):
+            print(f"warning: with layout {dict(layout)} the roles of {cfg.game.name} change with the seed, so roles are "
+                  "not balanced; fix them with --layouts (reset options, e.g. SpyRL: \"[{spy: 0}, {spy: 1}]\")",
+                  file=sys.stderr)
+        out[k] = seen[0]
+    return out
+
+
+HELD_PROBE = 2**41
+
+
+# ------------------------------------------------------------------ results
+def game_record(table: Table, seed: int, ep: Any) -> dict[str, Any]:
+    return {
+        **table.to_json(), "seed": seed, "episode_id": ep.episode_id, "roles": dict(ep.roles),
+        "outcome": {s: o.model_dump() for s, o in ep.outcome.items()}, "truncated": ep.truncated,
+        "metrics": dict(ep.metrics),
+    }
+
+
+def results_as_games(records: Sequence[Mapping[str, Any]]) -> list[GameResult]:
+    return [game_from_outcome(r["seating"], r["roles"], r["outcome"]) for r in records]
+
+
+def summarise(records: Sequence[Mapping[str, Any]], players: Sequence[str], anchor: str, seed: int = 0,
+              rounds: int = 1000) -> dict[str, Any]:
+    """Ratings, payoffs and cycles of the finished games (all from ``outcome()`` ranks)."""
+    games = results_as_games(records)
+    players = list(players)
+    bt = bradley_terry(games, players, anchor=anchor, rounds=rounds, seed=seed)
+    roles = roles_of(games)
+    per_role_score: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for g in games:
+        for s in g.seats:
+            per_role_score[s.player][s.role].append(s.score)
+    overall = payoff_matrix(games, players)
+
+    def clean(m: np.ndarray) -> list[list[float | None]]:
+        return [[None if math.isnan(v) else round(float(v), 6) for v in row] for row in m]
+
+    return {
+        "games": len(games),
+        "bradley_terry": bt.to_json(),
+        "openskill": online_ratings(games, players),
+        "payoff": {"overall": clean(overall), **{r: clean(payoff_matrix(games, players, role=r)) for r in roles}},
+        "mean_score_by_role": {p: {r: float(np.mean(v)) for r, v in per_role_score[p].items()} for p in players},
+        "cycles": cycles(games, players),
+    }
+
+
+def print_table(summary: Mapping[str, Any], players: Sequence[str]) -> None:
+    bt, os_ = summary["bradley_terry"], summary["openskill"]
+    overall = summary["payoff"]["overall"]
+    roles = sorted({r for p in players for r in summary["mean_score_by_role"].get(p, {})})
+    head = f"{'player':<24} {'BT rating':>9} {'95% interval':>17} {'openskill mu±sigma':>19} {'win rate':>8} {'games':>5}"
+    print(head + "".join(f" {('score/' + r)[:14]:>14}" for r in roles))
+    order = sorted(range(len(players)), key=lambda k: -bt[players[k]]["rating"])
+    for k in order:
+        p = players[k]
+        row = [v for j, v in enumerate(overall[k]) if j != k and v is not None]
+        win = f"{np.mean(row):.3f}" if row else "-"
+        line = (f"{p[:24]:<24} {bt[p]['rating']:>9.1f} [{bt[p]['low']:>7.1f}, {bt[p]['high']:>7.1f}] "
+                f"{os_[p]['mu']:>10.2f}±{os_[p]['sigma']:<8.2f} {win:>8} {bt[p]['games']:>5}")
+        scores = summary["mean_score_by_role"].get(p, {})
+        print(line + "".join(f" {scores[r]:>14.3f}" if r in scores else f" {'-':>14}" for r in roles))
+    print(f"anchor: {bt['_anchor']} = 1000 (Elo scale); win rate = mean pairwise result against the others")
+    print("payoff (row's mean result against column):")
+    print(" " * 16 + "".join(f"{p[:10]:>11}" for p in players))
+    for k, p in enumerate(players):
+        print(f"{p[:16]:<16}" + "".join(f"{'-' if v is None else f'{v:.2f}':>11}" for v in overall[k]))
+    found = summary["cycles"]
+    print("non-transitive cycles (significant at 5%): " + ("; ".join(" > ".join(c + c[:1]) for c in found) or "none"))
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ the CLI
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m arena.tournament", description=__doc__.split("\n")[0])
+    p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
+    p.add_argument("--players", nargs="+", required=True, metavar="[LABEL=]SPEC", help="at least two players")
+    p.add_argument("--games", type=int, default=None, help="games to play (rounded up to whole rounds; default 4 rounds)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the schedule and picks the block of held-out game seeds")
+    p.add_argument("--layouts", default=None, help="YAML list of reset options fixing the roles, cycled per round")
+    p.add_argument("--anchor", default=None, help="player rated 1000 (default: the first)")
+    p.add_argument("--json", type=Path, default=None, help="results file, resumed if present (default <run_dir>/tournament.json)")
+    p.add_argument("--png", type=Path, default=None, help="payoff heatmap (default: beside the JSON)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    return p
+
+
+def parse_layouts(text: str | None) -> list[dict[str, Any]]:
+    if text is None:
+        return [{}]
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = None
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+        raise ConfigError(f"--layouts: expected a YAML list of option mappings, e.g. \"[{{spy: 0}}, {{spy: 1}}]\" (got {text!r})")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = load_config(args.config, args.overrides)
+    players = parse_players(cfg, args.players)
+    labels = list(players)
+    anchor = args.anchor or labels[0]
+    if anchor not in players:
+        raise ConfigError(f"--anchor: {anchor!r} is not a player ({', '.join(labels)})")
+    if args.games is not None and args.games < 1:
+        raise ConfigError(f"--games: must be >= 1 (got {args.games})")
+    if args.bootstrap < 0:
+        raise ConfigError(f"--bootstrap: must be >= 0 (got {args.bootstrap})")
+    layouts = parse_layouts(args.layouts)
+    seats = cfg.game.make_env().possible_agents
+    rounds = math.ceil((args.games or 4 * len(seats)) / len(seats))
+    check_layouts(cfg, layouts)
+    tables = schedule(labels, seats, rounds, seed=args.seed, layouts=layouts)
+    seeds = held_out_seeds(args.seed, len(tables))
+    json_path = args.json or Path(cfg.run_dir) / "tournament.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    header = {
+        "format": FORMAT, "game": cfg.game.name, "config": str(args.config), "overrides": args.overrides,
+        "players": labels, "player_specs": dict(zip(labels, args.players, strict=True)), "anchor": anchor, "seed": args.seed,
+        "layouts": layouts, "schedule": [t.to_json() | {"seed": s} for t, s in zip(tables, seeds, strict=True)],
+    }
+    done: dict[int, dict[str, Any]] = {}
+    if json_path.exists():
+        old = json.loads(json_path.read_text())
+        if any(old.get(k) != header[k] for k in ("format", "game", "players", "player_specs", "seed", "layouts", "schedule")):
+            raise ConfigError(f"--json: {json_path} holds a different tournament (players, seed, games or layouts "
+                              "differ); give another --json or remove it")
+        done = {r["index"]: r for r in old.get("results", [])}
+        print(f"resuming {json_path}: {len(done)} of {len(tables)} games already played")
+    print(f"{cfg.game.name}: {len(labels)} players, {rounds} rounds x {len(seats)} seats = {len(tables)} games, seed {args.seed}")
+    print("schedule (round: seat -> player, options):")
+    firsts = tables[:: len(seats)]
+    for t in firsts[:SHOWN_ROUNDS]:
+        print(f"  {t.round:>3}: {', '.join(f'{s}={p}' for s, p in t.seating.items())}  {dict(t.options) or ''}"
+              f"(then rotated through the seats)")
+    if len(firsts) > SHOWN_ROUNDS:
+        print(f"  ... {len(firsts) - SHOWN_ROUNDS} more rounds in {json_path}")
+
+    todo = [t for t in tables if t.index not in done]
+    if todo:
+        play(cfg, players, todo, seeds, done, header, json_path)
+    records = [done[t.index] for t in tables]
+    summary = summarise(records, labels, anchor, seed=args.seed, rounds=args.bootstrap)
+    ratings = {p: v for p, v in summary["bradley_terry"].items() if p != "_anchor"}  # top level: what arena.view shows
+    write_json(json_path, header | {"ratings": ratings, "payoff": summary["payoff"]["overall"], "cycles": summary["cycles"],
+                                    "results": records, "summary": summary})
+    print_table(summary, labels)
+    from arena.loop.plot import plot_payoff
+
+    png = plot_payoff(labels, summary["payoff"], args.png or json_path.with_suffix(".png"), title=f"{cfg.game.name}: {len(records)} games")
+    print(f"results: {json_path}\nheatmap: {png}")
+    return 0
+
+
+def play(cfg: ArenaConfig, players: Mapping[str, Any], todo: Sequence[Table], seeds: Sequence[int],
+         done: dict[int, dict[str, Any]], header: Mapping[str, Any], json_path: Path) -> None:
+    """Play the tables not yet done through the batched runner, saving after each batch."""
+    from tqdm.auto import tqdm
+
+    from arena.loop.build import build_policies, build_runner
+
+    pcfg = player_config(cfg, players)
+    policies = build_policies(pcfg, names=list(players))
+    runner = build_runner(pcfg, policies, state=cfg.game.make_env().make_state(), progress=False)
+    chunk = max(1, 4 * len(runner.envs))
+    bar = tqdm(total=len(todo) + len(done), initial=len(done), desc="tournament", unit="game", disable=not cfg.runner.progress)
+    for start in range(0, len(todo), chunk):
+        part = todo[start:start + chunk]
+        specs = [EpisodeSpec(seed=seeds[t.index], options=dict(t.options), seats=SeatMap(dict(t.seating))) for t in part]
+        for table, ep in zip(part, runner.play(specs), strict=True):
+            done[table.index] = game_record(table, seeds[table.index], ep)
+        write_json(json_path, dict(header) | {"results": [done[k] for k in sorted(done)]})
+        bar.update(len(part))
+    bar.close()
+
