@@ -49,9 +49,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import hashlib
 import json
 import os
+import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -72,8 +75,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 DRIVER = Path(__file__).with_name("_driver.py")
-# Exit codes of the driver (see _driver.py).
-EXIT_EXCEPTION, EXIT_MEMORY, EXIT_BAD_RESULT = 1, 3, 4
 
 
 class SandboxUnavailable(RuntimeError):
@@ -114,7 +115,8 @@ class SandboxResult:
     limit: Literal["wall", "cpu", "memory", "output", "file"] | None = None
     reason: str = ""
     returncode: int | None = None
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # measured by the parent
+    cpu_s: float = 0.0  # user + system time of the run's processes, from the parent's wait4
     run_id: str = ""  # appears in the command line of every process of the run
 
     @property
@@ -122,34 +124,87 @@ class SandboxResult:
         return self.status is Status.OK
 
 
-# ------------------------------------------------------------------ seccomp: no new processes
+# ------------------------------------------------------------------ seccomp
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # (clone, clone3, [fork, vfork]) syscall numbers per architecture.
 _NR = {"x86_64": (56, 435, (57, 58)), "aarch64": (220, 435, ())}
+# Syscalls denied with EPERM: name -> (x86_64, aarch64); None where the architecture lacks it.
+_DENIED: dict[str, tuple[int | None, int | None]] = {
+    # reading or writing another process, attaching to it
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "kcmp": (312, 272),
+    "pidfd_getfd": (438, 438), "process_madvise": (440, 440),
+    # memory outside RLIMIT_AS: SysV IPC, POSIX message queues, memfd, io_uring, userfaultfd
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183),
+    "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+    "memfd_create": (319, 279), "memfd_secret": (447, 447), "userfaultfd": (323, 282),
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    # kernel keyrings, BPF, perf, execution domains
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
+    "perf_event_open": (298, 241), "personality": (135, 92), "modify_ldt": (154, None), "uselib": (134, None),
+    # namespaces and mounts
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
+    "chroot": (161, 51), "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
+    "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
+    "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
+    # the machine (all need capabilities the sandbox lacks; denied anyway)
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "reboot": (169, 142), "swapon": (167, 224),
+    "swapoff": (168, 225), "acct": (163, 89), "quotactl": (179, 60), "fanotify_init": (300, 262),
+}  # fmt: skip
+_EXEC = {"x86_64": (59, 322), "aarch64": (221, 281)}  # execve, execveat
 _CLONE_THREAD = 0x00010000
+# CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+_CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 _RET_ALLOW, _RET_KILL = 0x7FFF0000, 0x80000000
-_EAGAIN, _ENOSYS = 11, 38
+_EPERM, _EAGAIN, _ENOSYS = 1, 11, 38
 
 
 def _ret_errno(errno: int) -> int:
     return 0x00050000 | errno
 
 
-def no_fork_filter(machine: str | None = None) -> bytes:
-    """A classic-BPF seccomp program (as ``seccomp_export_bpf`` writes it) that forbids new processes.
+def _assemble(prog: list[tuple[int, Any, Any, int]], labels: dict[str, int]) -> bytes:
+    """Resolve symbolic jump targets (label names) to relative offsets and pack ``sock_filter`` entries."""
+    where = {name: len(prog) + i for i, name in enumerate(labels)}
+    prog = prog + [(0x06, 0, 0, k) for k in labels.values()]
+    out = b""
+    for pc, (code, jt, jf, k) in enumerate(prog):
+        jt = where[jt] - pc - 1 if isinstance(jt, str) else jt
+        jf = where[jf] - pc - 1 if isinstance(jf, str) else jf
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise ValueError("seccomp jump out of range")
+        out += struct.pack("=HBBI", code, jt, jf, k)
+    return out
 
-    ``seccomp_data`` layout: ``nr`` at offset 0, ``arch`` at 4, ``args[i]`` at
-    ``16 + 8 i`` (low 32 bits first, little-endian). Rules, in order: a foreign
-    architecture is killed; x32 syscalls (``nr >= 0x40000000``) and ``clone3``
-    get ENOSYS; ``fork``/``vfork`` get EAGAIN; ``clone`` is allowed only with
-    ``CLONE_THREAD`` in its flags (``args[0]``), else EAGAIN; all else is allowed.
-    """
+
+def _check_machine(machine: str | None) -> str:
     machine = machine or os.uname().machine
     if machine not in _AUDIT_ARCH:
         raise SandboxUnavailable(f"no seccomp filter for architecture {machine!r}")
+    return machine
+
+
+def no_fork_filter(machine: str | None = None) -> bytes:
+    """The sandbox's classic-BPF seccomp program (as ``seccomp_export_bpf`` writes it), loaded by bubblewrap.
+
+    ``seccomp_data`` layout: ``nr`` at offset 0, ``arch`` at 4, ``args[i]`` at
+    ``16 + 8 i`` (low 32 bits first, little-endian). Rules, in order: a foreign
+    architecture is killed (no i386 ``int 0x80`` door); x32 syscalls
+    (``nr >= 0x40000000``) and ``clone3`` (whose flags live in memory a filter
+    cannot read) get ENOSYS; ``fork``/``vfork`` get EAGAIN; the syscalls of
+    :data:`_DENIED` get EPERM; ``clone`` is allowed only with ``CLONE_THREAD``
+    and no ``CLONE_NEW*`` flag in ``args[0]`` (else EAGAIN / EPERM); all else is
+    allowed. It is a deny-list: a syscall not named here is the kernel's to police
+    (namespaces, no capabilities, rlimits).
+    """
+    machine = _check_machine(machine)
     clone, clone3, forks = _NR[machine]
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    # Assemble with symbolic jump targets, then resolve them to relative offsets.
+    column = 0 if machine == "x86_64" else 1
+    denied = sorted({nrs[column] for nrs in _DENIED.values() if nrs[column] is not None})
+    ld, jeq, jge, jset = 0x20, 0x15, 0x35, 0x45
     prog: list[tuple[int, Any, Any, int]] = [
         (ld, 0, 0, 4),
         (jeq, 0, "kill", _AUDIT_ARCH[machine]),
@@ -157,19 +212,34 @@ def no_fork_filter(machine: str | None = None) -> bytes:
         (jge, "enosys", 0, 0x40000000),
         (jeq, "enosys", 0, clone3),
         *[(jeq, "eagain", 0, nr) for nr in forks],
+        *[(jeq, "eperm", 0, nr) for nr in denied],
         (jeq, 0, "allow", clone),
         (ld, 0, 0, 16),
+        (jset, "eperm", 0, _CLONE_NEW),
         (jset, "allow", "eagain", _CLONE_THREAD),
     ]
-    labels = {"allow": _RET_ALLOW, "eagain": _ret_errno(_EAGAIN), "enosys": _ret_errno(_ENOSYS), "kill": _RET_KILL}
-    where = {name: len(prog) + i for i, name in enumerate(labels)}
-    prog += [(ret, 0, 0, k) for k in labels.values()]
-    out = b""
-    for pc, (code, jt, jf, k) in enumerate(prog):
-        jt = where[jt] - pc - 1 if isinstance(jt, str) else jt
-        jf = where[jf] - pc - 1 if isinstance(jf, str) else jf
-        out += struct.pack("=HBBI", code, jt, jf, k)
-    return out
+    labels = {"allow": _RET_ALLOW, "eagain": _ret_errno(_EAGAIN), "enosys": _ret_errno(_ENOSYS),
+              "eperm": _ret_errno(_EPERM), "kill": _RET_KILL}  # fmt: skip
+    return _assemble(prog, labels)
+
+
+def no_exec_filter(machine: str | None = None) -> bytes:
+    """A second filter, stacked by the driver once the interpreter runs: ``execve``/``execveat`` get EPERM.
+
+    bubblewrap's filter is loaded before bubblewrap execs the interpreter, so it
+    must allow that one exec; this one closes the door behind it (no binary under
+    ``/usr`` can replace the interpreter).
+    """
+    machine = _check_machine(machine)
+    ld, jeq = 0x20, 0x15
+    prog: list[tuple[int, Any, Any, int]] = [
+        (ld, 0, 0, 4),
+        (jeq, 0, "kill", _AUDIT_ARCH[machine]),
+        (ld, 0, 0, 0),
+        *[(jeq, "eperm", 0, nr) for nr in _EXEC[machine]],
+        (0x06, 0, 0, _RET_ALLOW),
+    ]
+    return _assemble(prog, {"eperm": _ret_errno(_EPERM), "kill": _RET_KILL})
 
 
 # ------------------------------------------------------------------ the sandbox
@@ -210,6 +280,7 @@ class Sandbox:
     def __post_init__(self) -> None:
         self.python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._filter = no_fork_filter()
+        self._noexec = no_exec_filter()
         self._binds = _root_binds()
         probe = self.run("print(6 * 7)")
         if probe.output.strip() != "42":
@@ -235,53 +306,91 @@ class Sandbox:
         return self._execute(job, files, limits or self.limits)
 
     # -------------------------------------------------------------- one run
-    def _command(self, box: str, seccomp_fd: int, token: str, lim: Limits) -> list[str]:
+    def _command(self, box: str, seccomp_fd: int, run_id: str, lim: Limits) -> list[str]:
         return [
             self.bwrap,
-            "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
-            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
             "--setenv", "LANG", "C.UTF-8",
             *self._binds,
-            "--ro-bind", box, "/box", "--proc", "/proc", "--dev", "/dev",
+            "--ro-bind", box, "/box", "--proc", "/proc", *_DEV,
             "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
             "--remount-ro", "/", "--seccomp", str(seccomp_fd),
-            self.python, "-I", "-S", "-B", "/box/_driver.py", token,
+            self.python, "-I", "-S", "-B", "/box/_driver.py", run_id,
         ]  # fmt: skip
 
     def _execute(self, job: dict[str, Any], files: Mapping[str, str], limits: Limits) -> SandboxResult:
         start = time.monotonic()
-        try:
-            payload = json.dumps({**job, "limits": limits.model_dump()})
-        except (TypeError, ValueError) as exc:
-            return SandboxResult(Status.ERROR, reason=f"arguments are not JSON: {exc}")
-        token = uuid.uuid4().hex  # marks every process of this run (tests look for leftovers by it)
+        run_id = uuid.uuid4().hex  # marks every process of this run (tests look for leftovers by it)
+        secret = secrets.token_hex(16).encode()  # authenticates the driver's report; never in a file or argv
         with tempfile.TemporaryDirectory(prefix="arena-box-") as box:
             for name, text in files.items():
                 if "/" in name or name.startswith(".") or name in ("_driver.py", "_job.json"):
                     return SandboxResult(Status.ERROR, reason=f"bad file name {name!r}")
                 Path(box, name).write_text(text)
             shutil.copy(DRIVER, Path(box, "_driver.py"))
-            Path(box, "_job.json").write_text(payload)
             os.chmod(box, 0o755)
-            rfd, wfd = os.pipe()
-            os.write(wfd, self._filter)
-            os.close(wfd)
+            seccomp_r, seccomp_w = os.pipe()
+            result_r, result_w = os.pipe()
+            try:
+                payload = json.dumps({**job, "limits": limits.model_dump(), "result_fd": result_w,
+                                      "noexec_filter": self._noexec.hex()})  # fmt: skip
+            except (TypeError, ValueError) as exc:
+                for fd in (seccomp_r, seccomp_w, result_r, result_w):
+                    os.close(fd)
+                return SandboxResult(Status.ERROR, reason=f"arguments are not JSON: {exc}")
+            Path(box, "_job.json").write_text(payload)
+            os.write(seccomp_w, self._filter)
+            os.close(seccomp_w)
             try:
                 proc = subprocess.Popen(
-                    self._command(box, rfd, token, limits),
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    pass_fds=(rfd,), start_new_session=True,
+                    self._command(box, seccomp_r, run_id, limits),
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=(seccomp_r, result_w), start_new_session=True, env={},
                 )  # fmt: skip
             except OSError as exc:
+                os.close(result_r)
                 return SandboxResult(Status.ERROR, reason=f"could not start bwrap: {exc}")
             finally:
-                os.close(rfd)
-            out, err, limit = _collect(proc, limits, start)
-            if limit is not None:
-                _reap(token)
-        result = _classify(proc.returncode, out, err, limit, job["mode"], time.monotonic() - start)
-        return dataclasses.replace(result, run_id=token)
+                os.close(seccomp_r)
+                os.close(result_w)
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.write(secret + b"\n")  # 33 bytes: fits the pipe, never blocks
+                    proc.stdin.close()
+            except OSError:
+                pass  # bwrap died at once; the result says so
+            with os.fdopen(result_r, "rb", buffering=0) as result_pipe:
+                run = _collect(proc, result_pipe, limits, start)
+            if run.limit is not None or run.status is None:
+                _reap(run_id)
+        result = _classify(run, secret, job["mode"], limits, time.monotonic() - start)
+        return dataclasses.replace(result, run_id=run_id)
+
+
+# A minimal, read-only /dev: a 64 KiB tmpfs holding only null, zero, full, random,
+# urandom and the fd links, remounted read-only (device nodes stay usable: the
+# read-only flag does not apply to them).
+_DEV = [
+    "--size", "65536", "--tmpfs", "/dev",
+    *[a for d in ("null", "zero", "full", "random", "urandom") for a in ("--dev-bind", f"/dev/{d}", f"/dev/{d}")],
+    "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+    "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr",
+    "--remount-ro", "/dev",
+]  # fmt: skip
+
+
+@dataclass
+class _Run:
+    """What the parent saw of one run: the pipes' bytes, its own limit, and ``wait4``'s status and rusage."""
+
+    out: bytes
+    err: bytes
+    report: bytes
+    limit: str | None
+    status: int | None  # the raw wait status of bwrap (None if it could not be reaped)
+    cpu_s: float
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -320,15 +429,34 @@ def _reap(token: str, within_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
-def _collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> tuple[bytes, bytes, str | None]:
-    """Read stdout/stderr up to the output cap until exit or the wall clock; kill on either limit."""
+def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any] | None:
+    """``os.wait4`` with a timeout: (wait status, rusage of bwrap and every process it reaped), or None."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return status, usage
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, start: float) -> _Run:
+    """Read stdout, stderr and the result pipe up to the output cap until exit or the wall clock; kill on either."""
     if proc.stdout is None or proc.stderr is None:
         raise RuntimeError("the sandbox process was started without pipes")
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    pipes = (proc.stdout, proc.stderr, result_pipe)
+    fds = [f.fileno() for f in pipes]
+    bufs = {fd: bytearray() for fd in fds}
     limit: str | None = None
     with selectors.DefaultSelector() as sel:
-        for f in (proc.stdout, proc.stderr):
+        for f in pipes:
             sel.register(f, selectors.EVENT_READ)
         while sel.get_map():
             left = limits.wall_s - (time.monotonic() - start)
@@ -341,52 +469,107 @@ def _collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> tup
                     sel.unregister(key.fileobj)
                     continue
                 bufs[key.fd] += chunk
-            if sum(map(len, bufs.values())) > limits.output_bytes:
+            if sum(map(len, bufs.values())) > limits.output_bytes + 256:  # 256: the report's secret and framing
                 limit = "output"
                 break
     if limit is not None:
         _kill(proc)
-    try:
-        proc.wait(timeout=max(1.0, limits.wall_s - (time.monotonic() - start)))
-    except subprocess.TimeoutExpired:  # stdout closed but the process lingers
+    waited = _wait4(proc, max(1.0, limits.wall_s - (time.monotonic() - start)))
+    if waited is None:  # the pipes closed but the process lingers
         _kill(proc)
-        proc.wait()
+        waited = _wait4(proc, 5.0)
         limit = limit or "wall"
     proc.stdout.close()
     proc.stderr.close()
     cap = limits.output_bytes
-    return bytes(bufs[out_fd][:cap]), bytes(bufs[err_fd][:cap]), limit
+    status, usage = waited if waited is not None else (None, None)
+    cpu = usage.ru_utime + usage.ru_stime if usage is not None else 0.0
+    out, err, report = (bytes(bufs[fd]) for fd in fds)
+    return _Run(out[:cap], err[:cap], report, limit, status, cpu)
 
 
-def _classify(rc: int, out: bytes, err: bytes, limit: str | None, mode: str, wall: float) -> SandboxResult:
-    """Map an exit (bwrap reports a child killed by signal s as 128 + s) to a typed result."""
-    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    common = dict(output=stdout, stderr=stderr, returncode=rc, wall_s=wall)
-    if limit == "wall":
+MAX_DEPTH = 64  # nesting of a returned JSON value; deeper is refused before json.loads sees it
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text, strings skipped (linear, no recursion)."""
+    depth = deepest = 0
+    for m in _JSON_TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def parse_report(data: bytes, secret: bytes) -> dict[str, Any] | str:
+    """The driver's report, or why there is none: it must start with the secret and be one JSON object."""
+    if not data:
+        return "no report"
+    head, sep, body = data.partition(b"\n")
+    if not sep or not secrets.compare_digest(head, secret):
+        return "the result channel carries something other than the driver's report"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the report is not UTF-8"
+    if json_depth(text) > MAX_DEPTH:
+        return f"the result is nested deeper than {MAX_DEPTH} levels"
+    try:
+        report = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return f"the report is not one JSON object: {str(exc)[:100]}"
+    if not isinstance(report, dict) or not isinstance(report.get("ok"), bool):
+        return "the report is not one JSON object"
+    return report
+
+
+def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) -> SandboxResult:
+    """A typed result from what the parent measured and the driver's authenticated report, never the exit code.
+
+    Order: the parent's wall clock and output cap; then CPU time from ``wait4``'s
+    rusage (at the limit, whatever the exit); then the report. A memory failure
+    counts only if the driver caught a ``MemoryError`` *and* the peak RSS the
+    parent measured is at least half the limit (so ``raise MemoryError`` or
+    ``os._exit(3)`` by itself is an ordinary error). A run without a valid report
+    (``os._exit``, a signal, a forged or tampered message) is an error, or
+    ``killed`` if the kernel killed the process by a signal.
+    """
+    stdout, stderr = run.out.decode("utf-8", "replace"), run.err.decode("utf-8", "replace")
+    rc = os.waitstatus_to_exitcode(run.status) if run.status is not None else None
+    common = dict(output=stdout, stderr=stderr, returncode=rc, wall_s=wall, cpu_s=run.cpu_s)
+    if run.limit == "wall":
         return SandboxResult(Status.TIMEOUT, limit="wall", reason="wall-clock limit", **common)
-    if limit == "output":
+    if run.limit == "output":
         return SandboxResult(Status.KILLED, limit="output", reason="output limit", **common)
-    sig = rc - 128 if rc > 128 else (-rc if rc < 0 else 0)
-    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and "cpu" in stderr.lower()):
+    report = parse_report(run.report, secret)
+    ok = isinstance(report, dict) and report["ok"]
+    if not ok and run.cpu_s >= limits.cpu_s - 0.05:
         return SandboxResult(Status.TIMEOUT, limit="cpu", reason="CPU-time limit", **common)
-    if sig == signal.SIGXFSZ:
-        return SandboxResult(Status.KILLED, limit="file", reason="file-size limit", **common)
-    if sig:
-        return SandboxResult(Status.KILLED, reason=f"killed by {signal.Signals(sig).name}", **common)
-    if rc == EXIT_MEMORY:
-        return SandboxResult(Status.KILLED, limit="memory", reason="memory limit (MemoryError)", **common)
     last = (stderr.strip().splitlines()[-1:] or [""])[0][-300:]
-    if rc != 0 and "[Errno 27]" in last:  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
-        return SandboxResult(Status.ERROR, limit="file", reason=last, **common)
-    if rc != 0:
-        return SandboxResult(Status.ERROR, reason=last or f"exit status {rc}", **common)
+    if isinstance(report, str):
+        sig = rc - 128 if rc is not None and 128 < rc < 128 + 65 else 0
+        if sig and sig in signal.valid_signals():
+            return SandboxResult(Status.KILLED, reason=f"killed by {signal.Signals(sig).name}", **common)
+        return SandboxResult(Status.ERROR, reason=f"{report} (exit status {rc}){': ' + last if last else ''}", **common)
+    if not ok:
+        error, reason = report.get("error"), str(report.get("reason", ""))[:300]
+        peak = report.get("vm_peak_kb")
+        if error == "memory" and isinstance(peak, int) and peak >= limits.memory_mb * 1024 // 2:
+            return SandboxResult(Status.KILLED, limit="memory", reason="memory limit (MemoryError)", **common)
+        if report.get("errno") == errno.EFBIG:
+            return SandboxResult(Status.ERROR, limit="file", reason=reason, **common)
+        return SandboxResult(Status.ERROR, reason=reason or f"the code failed ({error})", **common)
     if mode == "run":
         return SandboxResult(Status.OK, **common)
-    try:
-        value = json.loads(stdout)["value"]
-    except (ValueError, KeyError, TypeError):
-        return SandboxResult(Status.ERROR, reason="the call wrote something other than its JSON result to stdout", **common)
-    return SandboxResult(Status.OK, value=value, **{**common, "output": ""})
+    if run.out:
+        return SandboxResult(Status.ERROR, reason="the call wrote to stdout (its prints go to stderr)", **common)
+    return SandboxResult(Status.OK, value=report.get("value"), **common)
 
 
 # ------------------------------------------------------------------ the pool
