@@ -9,13 +9,16 @@ response's check makes only that response wrong.
 """
 
 import tools
-import validators
+
+_run_calls = tools.run_calls  # bound before the model-written validators are imported (and could rebind tools')
+
+import validators  # noqa: E402 - deliberately after the binding above
 
 
 def evaluate(contract, response):
     correct = bool(validators.check(contract, response))
     if isinstance(contract, dict) and "calls" in contract:
-        answer = tools.run_calls(response).get("value")
+        answer = _run_calls(response).get("value")
     else:
         answer = response
     return {"correct": correct, "answer": answer}

@@ -529,6 +529,13 @@ def parse_report(data: bytes, secret: bytes) -> dict[str, Any] | str:
     return report
 
 
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
 def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) -> SandboxResult:
     """A typed result from what the parent measured and the driver's authenticated report, never the exit code.
 
@@ -537,8 +544,8 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
     counts only if the driver caught a ``MemoryError`` *and* the peak RSS the
     parent measured is at least half the limit (so ``raise MemoryError`` or
     ``os._exit(3)`` by itself is an ordinary error). A run without a valid report
-    (``os._exit``, a signal, a forged or tampered message) is an error, or
-    ``killed`` if the kernel killed the process by a signal.
+    (``os._exit``, a crash, a signal, a forged or tampered message) is an error,
+    whatever the exit status says.
     """
     stdout, stderr = run.out.decode("utf-8", "replace"), run.err.decode("utf-8", "replace")
     rc = os.waitstatus_to_exitcode(run.status) if run.status is not None else None
@@ -552,11 +559,11 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
     if not ok and run.cpu_s >= limits.cpu_s - 0.05:
         return SandboxResult(Status.TIMEOUT, limit="cpu", reason="CPU-time limit", **common)
     last = (stderr.strip().splitlines()[-1:] or [""])[0][-300:]
-    if isinstance(report, str):
-        sig = rc - 128 if rc is not None and 128 < rc < 128 + 65 else 0
-        if sig and sig in signal.valid_signals():
-            return SandboxResult(Status.KILLED, reason=f"killed by {signal.Signals(sig).name}", **common)
-        return SandboxResult(Status.ERROR, reason=f"{report} (exit status {rc}){': ' + last if last else ''}", **common)
+    if isinstance(report, str):  # os._exit, a crash, a signal or a forgery: the exit status is only a hint
+        how = f"exit status {rc}"
+        if rc is not None and 128 < rc < 128 + 65:  # bwrap's way of saying the child died of signal rc - 128
+            how += f", as if killed by {_signal_name(rc - 128)}"
+        return SandboxResult(Status.ERROR, reason=f"{report} ({how}){': ' + last if last else ''}"[:400], **common)
     if not ok:
         error, reason = report.get("error"), str(report.get("reason", ""))[:300]
         peak = report.get("vm_peak_kb")
