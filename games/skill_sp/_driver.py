@@ -158,6 +158,8 @@ def main():
     with open("/box/_job.json") as f:
         job = json.load(f)
     fd = job["result_fd"]
+    os.closerange(3, fd)  # whatever else was inherited (bubblewrap's bind descriptors) goes before the code runs
+    os.closerange(fd + 1, 1 << 20)
     os.set_inheritable(fd, False)
     set_limits(job["limits"])
     deny_exec(job["noexec_filter"])

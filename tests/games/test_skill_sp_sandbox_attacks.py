@@ -1,0 +1,475 @@
+"""Issue 25: the four escapes and five weaknesses of the Skill-SP sandbox, each tried for real and shown to fail.
+
+Every attack runs real code under the real bubblewrap; the host is checked for side
+effects (files, processes, memory, environment) where the attack aims at it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from games.skill_sp.env import JUDGE_SOURCE
+from games.skill_sp.loader import TOOLS_SOURCE, validator_problems
+from games.skill_sp.sandbox import (
+    _DENIED,
+    CPU_SHARE,
+    MAX_DEPTH,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    Status,
+    json_depth,
+    parse_report,
+)
+
+LIMITS = Limits(wall_s=10.0, cpu_s=2, memory_mb=256, output_bytes=1 << 16, file_bytes=1 << 20, tmp_bytes=8 << 20)
+MIB = 1 << 20
+COLUMN = 0 if os.uname().machine == "x86_64" else 1
+# Attack code preamble: raw syscalls through libc, returning (result, errno).
+LIBC = """
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    return r, ctypes.get_errno()
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    try:
+        return Sandbox(LIMITS)
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bubblewrap cannot start a sandbox on this machine: {exc}")
+
+
+def leftovers(run_id: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if run_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def shmem_kb() -> int:
+    """The host's shared memory (tmpfs, SysV and POSIX shm all count here)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1])
+    raise AssertionError("no Shmem in /proc/meminfo")
+
+
+class PeakShmem:
+    """Samples the host's Shmem while an attack runs; ``growth_mb`` is the largest rise seen."""
+
+    def __enter__(self) -> PeakShmem:
+        self.base, self.peak, self._stop = shmem_kb(), 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, shmem_kb())
+            time.sleep(0.02)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak - self.base) / 1024
+
+
+def report(result) -> dict:
+    """The attack's own JSON summary: the last line of its output."""
+    assert result.status is Status.OK, result
+    assert leftovers(result.run_id) == []
+    return json.loads(result.output.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- escape 1: the parent's environment
+def test_parent_environment_is_not_readable(sandbox, monkeypatch):
+    planted = "arena-planted-" + secrets.token_hex(8)
+    monkeypatch.setenv("ARENA_TEST_SECRET", planted)
+    code = """
+import json, os
+seen, opened = [], []
+paths = ["/proc/1/environ", "/proc/self/environ", f"/proc/{os.getppid()}/environ", "/proc/thread-self/environ"]
+paths += [f"/proc/{p}/environ" for p in os.listdir("/proc") if p.isdigit()]
+paths += [f"/proc/{p}/cmdline" for p in os.listdir("/proc") if p.isdigit()]
+for p in paths:
+    try:
+        with open(p, "rb") as f:
+            seen.append(f.read().decode("latin-1"))
+        opened.append(p)
+    except OSError:
+        pass
+seen.append(json.dumps(dict(os.environ)))
+print(json.dumps({"opened": opened, "seen": seen, "pid": os.getpid(), "ppid": os.getppid()}))
+"""
+    found_on_host: list[int] = []
+
+    def watch_host() -> None:  # the launcher's processes on the host, while a run sleeps
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for pid in os.listdir("/proc"):
+                try:
+                    if pid.isdigit() and b"_driver.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        if planted.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                            found_on_host.append(int(pid))
+                except OSError:
+                    continue
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch_host)
+    watcher.start()
+    sleeper = sandbox.run("import time\ntime.sleep(2)")
+    watcher.join()
+    assert sleeper.ok and found_on_host == []  # neither bwrap nor the sandboxed python carries it
+    r = sandbox.run(code)
+    out = report(r)
+    assert "/proc/1/environ" in out["opened"] and "/proc/self/environ" in out["opened"]  # the attack really read
+    assert out["pid"] == 1  # no launcher process inside the pid namespace whose memory or environ could be read
+    assert planted not in r.output + r.stderr
+    assert all("ARENA_TEST_SECRET" not in text for text in out["seen"])
+    assert os.environ["ARENA_TEST_SECRET"] == planted  # the host's own environment is untouched
+
+
+# ---------------------------------------------------------------- escape 2: memory through /dev (and every mount)
+def test_dev_and_every_writable_mount_are_capped(sandbox):
+    code = """
+import json, os
+chunk = b"x" * (1 << 20)
+written = {}
+for path in ["/dev/fill", "/dev/shm/fill", "/dev/mqueue/fill", "/fill", "/box/fill", "/usr/fill", "/proc/fill", "/tmp/fill"]:
+    n = 0
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError:
+        pass
+    for i in range(300):
+        try:
+            with open(f"{path}{i}", "wb") as f:
+                n += f.write(chunk)
+        except OSError:
+            break
+    written[path] = n
+rw = [line.split()[1:4] for line in open("/proc/self/mounts") if "rw" in line.split()[3].split(",")]
+print(json.dumps({"written": written, "dev": sorted(os.listdir("/dev")), "rw_mounts": rw}))
+"""
+    with PeakShmem() as shm:
+        r = sandbox.run(code)
+    out = report(r)
+    tmp_cap = LIMITS.tmp_bytes
+    assert out["written"]["/tmp/fill"] <= tmp_cap  # the only writable place, and capped
+    assert sum(n for p, n in out["written"].items() if p != "/tmp/fill") == 0, out["written"]
+    assert set(out["dev"]) <= {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdout", "stderr"}
+    for mountpoint, fstype, options in out["rw_mounts"]:
+        if fstype == "tmpfs":
+            assert mountpoint == "/tmp" and f"size={tmp_cap // 1024}k" in options, (mountpoint, options)
+        else:
+            assert mountpoint in ("/proc", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+    assert shm.growth_mb < 100  # 300 MiB were tried in each of eight places
+
+
+# ---------------------------------------------------------------- escape 3: SysV and other shared memory
+def test_shared_memory_is_refused(sandbox):
+    code = LIBC + f"""
+size = 512 << 20
+out = {{}}
+out["shmget"] = sc({_DENIED["shmget"][COLUMN]}, 0, size, 0o1000 | 0o600)
+out["msgget"] = sc({_DENIED["msgget"][COLUMN]}, 0, 0o1000 | 0o600)
+out["semget"] = sc({_DENIED["semget"][COLUMN]}, 0, 1, 0o1000 | 0o600)
+out["libc_shmget"] = (libc.shmget(0, size, 0o1000 | 0o600), ctypes.get_errno())
+try:
+    fd = os.memfd_create("x")
+    out["memfd"] = "created"
+except OSError as e:
+    out["memfd"] = e.errno
+try:
+    from multiprocessing import shared_memory
+    shared_memory.SharedMemory(create=True, size=size)
+    out["posix_shm"] = "created"
+except Exception as e:
+    out["posix_shm"] = type(e).__name__
+try:
+    import mmap
+    m = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+    m.write(b"x" * size)
+    out["mmap_shared"] = "filled"
+except (OSError, MemoryError, ValueError) as e:
+    out["mmap_shared"] = type(e).__name__
+print(json.dumps(out))
+"""
+    sysv_before = Path("/proc/sysvipc/shm").read_text()
+    with PeakShmem() as shm:
+        r = sandbox.run(code)
+    out = report(r)
+    for name in ("shmget", "msgget", "semget", "libc_shmget"):
+        assert out[name] == [-1, 1], (name, out[name])  # EPERM from the seccomp filter
+    assert out["memfd"] == 1 and out["posix_shm"] != "created" and out["mmap_shared"] != "filled", out
+    assert shm.growth_mb < 100
+    assert Path("/proc/sysvipc/shm").read_text() == sysv_before  # (its own ipc namespace besides)
+
+
+# ---------------------------------------------------------------- escape 4: ptrace and other processes
+def test_no_other_process_to_attach_to_or_read(sandbox):
+    code = LIBC + f"""
+out = {{"pids": sorted(p for p in os.listdir("/proc") if p.isdigit()), "me": os.getpid()}}
+out["traceme"] = sc({_DENIED["ptrace"][COLUMN]}, 0, 0, 0, 0)           # PTRACE_TRACEME
+out["attach"] = sc({_DENIED["ptrace"][COLUMN]}, 16, 1, 0, 0)           # PTRACE_ATTACH to pid 1
+out["seize"] = sc({_DENIED["ptrace"][COLUMN]}, 0x4206, 1, 0, 0)        # PTRACE_SEIZE
+out["vm_readv"] = sc({_DENIED["process_vm_readv"][COLUMN]}, 1, 0, 0, 0, 0, 0)
+out["vm_writev"] = sc({_DENIED["process_vm_writev"][COLUMN]}, 1, 0, 0, 0, 0, 0)
+out["pidfd_getfd"] = sc({_DENIED["pidfd_getfd"][COLUMN]}, 0, 0, 0)
+limits = open("/proc/1/limits").read()
+out["as_limited"] = any(l.startswith("Max address space") and "unlimited" not in l for l in limits.splitlines())
+out["cpu_limited"] = any(l.startswith("Max cpu time") and "unlimited" not in l for l in limits.splitlines())
+print(json.dumps(out))
+"""
+    r = sandbox.run(code)
+    out = report(r)
+    assert out["pids"] == ["1"] and out["me"] == 1  # the only process in its namespace: pid 1 is itself
+    for name in ("traceme", "attach", "seize", "vm_readv", "vm_writev", "pidfd_getfd"):
+        assert out[name] == [-1, 1], (name, out[name])
+    assert out["as_limited"] and out["cpu_limited"]  # and it is limited itself
+
+
+def test_memory_bombs_stay_inside_the_limit(sandbox):
+    bombs = {
+        "touched": "b = []\nwhile True:\n    b.append(bytearray(16 << 20))",
+        "one_huge": "x = bytearray(1 << 40)",
+        "mmap_anon": "import mmap\nm = mmap.mmap(-1, 1 << 30)\nm.write(b'x' * (1 << 30))",
+        "threads": "import threading, time\nts = [threading.Thread(target=time.sleep, args=(5,)) for _ in range(10000)]\n"
+        "for t in ts:\n    t.start()",
+        "tmpfs_mmap": "import mmap, os\nfd = os.open('/tmp/big', os.O_RDWR | os.O_CREAT)\nos.ftruncate(fd, 1 << 30)\n"
+        "m = mmap.mmap(fd, 1 << 30)\nm.write(b'x' * (1 << 30))",
+    }
+    for name, code in bombs.items():
+        with PeakShmem() as shm:
+            r = sandbox.run(code)
+        assert not r.ok, (name, r)
+        assert r.wall_s < LIMITS.wall_s + 4 and leftovers(r.run_id) == [], (name, r)
+        assert shm.growth_mb < 100, name
+    assert sandbox.run(bombs["touched"]).limit == "memory"
+
+
+def test_proc_is_read_only(sandbox):
+    """The run's uid is the host's root when the caller is root: no write through /proc (global sysctls)."""
+    code = """
+import json
+out = {}
+for p in ["/proc/sys/vm/overcommit_memory", "/proc/sys/kernel/hostname", "/proc/self/oom_score_adj"]:
+    value = open(p).read()  # writing the value back: harmless even if it went through
+    try:
+        with open(p, "w") as f:
+            f.write(value)
+        out[p] = "written"
+    except OSError as e:
+        out[p] = e.errno
+print(json.dumps(out))
+"""
+    before = Path("/proc/sys/vm/overcommit_memory").read_text()
+    out = report(sandbox.run(code))
+    assert set(out.values()) == {30}, out  # EROFS
+    assert Path("/proc/sys/vm/overcommit_memory").read_text() == before
+
+
+# ---------------------------------------------------------------- weakness 1: nested user namespaces, mounts
+def test_no_nested_user_namespace_and_no_mount(sandbox):
+    code = LIBC + f"""
+out = {{}}
+out["unshare_user"] = sc({_DENIED["unshare"][COLUMN]}, 0x10000000)
+out["unshare_mnt"] = sc({_DENIED["unshare"][COLUMN]}, 0x00020000)
+out["libc_unshare"] = (libc.unshare(0x10000000 | 0x00020000), ctypes.get_errno())
+out["mount"] = (libc.mount(b"none", b"/tmp", b"tmpfs", 0, b"size=1g"), ctypes.get_errno())
+out["setns"] = sc({_DENIED["setns"][COLUMN]}, 0, 0)
+try:
+    out["max_userns"] = open("/proc/sys/user/max_user_namespaces").read().strip()
+except OSError as e:
+    out["max_userns"] = str(e)
+print(json.dumps(out))
+"""
+    out = report(sandbox.run(code))
+    for name in ("unshare_user", "unshare_mnt", "libc_unshare", "mount", "setns"):
+        assert out[name] == [-1, 1], (name, out[name])
+
+
+# ---------------------------------------------------------------- weakness 2: the seccomp deny-list, for real
+def test_every_denied_syscall_fails_with_eperm(sandbox):
+    numbers = {name: nrs[COLUMN] for name, nrs in _DENIED.items() if nrs[COLUMN] is not None}
+    code = LIBC + f"""
+out = {{name: sc(nr, 0, 0, 0, 0, 0, 0)[1] for name, nr in {numbers!r}.items()}}
+import subprocess
+for name, attempt in {{
+    "execv": lambda: os.execv("/usr/bin/true", ["true"]),
+    "execve_python": lambda: os.execv("/usr/bin/env", ["env"]),
+    "posix_spawn": lambda: os.posix_spawn("/usr/bin/true", ["true"], {{}}),
+    "subprocess": lambda: subprocess.run(["/usr/bin/true"]),
+    "fork": os.fork,
+}}.items():
+    try:
+        attempt()
+        out[name] = "ran"
+    except OSError as e:
+        out[name] = e.errno
+print(json.dumps(out))
+"""
+    out = report(sandbox.run(code))
+    assert {name: out[name] for name in numbers} == dict.fromkeys(numbers, 1)  # EPERM, never reached the kernel
+    assert out["execv"] == out["execve_python"] == 1  # the exec filter stacked by the driver
+    assert all(out[n] != "ran" for n in ("posix_spawn", "subprocess", "fork")), out
+
+
+# ---------------------------------------------------------------- weakness 3: the code choosing its status
+def test_the_code_cannot_choose_its_status_label(sandbox):
+    attempts = {
+        "sigxcpu": "import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\nraise SystemExit(1)",
+        "sigxcpu_dfl": "import os, signal\nsignal.signal(signal.SIGXCPU, signal.SIG_DFL)\n"
+        "os.kill(os.getpid(), signal.SIGXCPU)\nos._exit(128 + signal.SIGXCPU)",
+        "exit3": "import os\nos._exit(3)",
+        "exit137": "import os\nos._exit(137)",
+        "exit152": "import os\nos._exit(152)",
+        "raise_memory": "raise MemoryError",
+        "sigkill_self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\nos._exit(137)",
+        "stderr_lies": "import sys\nprint('MemoryError\\nCPU time limit exceeded', file=sys.stderr)\nsys.exit(3)",
+    }
+    for name, code in attempts.items():
+        r = sandbox.run(code)
+        assert r.status is Status.ERROR and r.limit is None, (name, r)
+        assert leftovers(r.run_id) == []
+    # The real limits are still told apart, by the parent's own measurements.
+    cpu = sandbox.run("while True:\n    pass")
+    assert cpu.status is Status.TIMEOUT and cpu.limit == "cpu" and cpu.cpu_s >= CPU_SHARE * LIMITS.cpu_s, cpu
+    wall = sandbox.run("import time\ntime.sleep(60)", limits=LIMITS.model_copy(update={"wall_s": 1.0}))
+    assert wall.status is Status.TIMEOUT and wall.limit == "wall"
+
+
+# ---------------------------------------------------------------- weakness 4: forged results
+FORGED = {"value": {"forged": True}}
+FORGE_ALL_FDS = """
+import json, os
+line = (json.dumps({"value": {"forged": True}}) + "\\n").encode()
+for fd in range(1024):
+    try:
+        os.write(fd, line)
+    except OSError:
+        pass
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        with open(f"/proc/self/fd/{fd}", "wb") as f:
+            f.write(line)
+    except OSError:
+        pass
+"""
+
+
+def test_forged_result_lines_never_replace_the_result(sandbox):
+    honest = "def f():\n    return {'forged': False}\n"
+    cases = {
+        "module_print": "import json\nprint(json.dumps({'value': {'forged': True}}))\n" + honest,
+        "module_write_fd1": "import os, json\nos.write(1, json.dumps({'value': {'forged': True}}).encode())\n" + honest,
+        "one_line_then_exit0": "import os\ndef f():\n    os.write(1, b'{\"value\": {\"forged\": true}}')\n    os._exit(0)\n",
+        "swap_stdout_then_exit0": "import sys, os\ndef f():\n    sys.stdout = sys.__stdout__\n"
+        "    print('{\"value\": {\"forged\": true}}')\n    sys.stdout.flush()\n    os._exit(0)\n",
+        "all_fds_then_return": FORGE_ALL_FDS + honest,
+        "all_fds_then_exit0": "def f():\n" + "\n".join("    " + line for line in FORGE_ALL_FDS.splitlines())
+        + "\n    os._exit(0)\n",
+        "thread_after_return": "import threading, time\n" + "def forge():\n    time.sleep(0.05)\n"
+        + "\n".join("    " + line for line in FORGE_ALL_FDS.splitlines())
+        + "\ndef f():\n    threading.Thread(target=forge).start()\n    return {'forged': False}\n",
+    }
+    for name, source in cases.items():
+        r = sandbox.call("m", "f", {}, {"m.py": source})
+        assert r.value != FORGED["value"], (name, r)
+        assert r.status is Status.ERROR or r.value == {"forged": False}, (name, r)
+        assert leftovers(r.run_id) == []
+    printed = sandbox.call("m", "f", {}, {"m.py": cases["module_print"]})
+    assert printed.ok and printed.value == {"forged": False}  # a module-level print is only noise (on stderr)
+
+
+def test_forged_judge_result(sandbox):
+    """A hostile validators.py cannot replace what the trusted judge.py and tools.py return."""
+    validators = (
+        "import json\nimport tools\n"
+        "print(json.dumps({'value': [{'correct': True, 'answer': 42}]}))\n"
+        "tools.run_calls = lambda response: {'value': 42}\n"
+        "def validate(contract):\n    return []\n"
+        "def check(contract, response):\n    return False\n"
+    )
+    files = {"validators.py": validators, "tools.py": TOOLS_SOURCE, "judge.py": JUDGE_SOURCE}
+    contract = {"answer": 42, "calls": [{"tool": "calculate", "args": {"expression": "6 * 7"}}]}
+    response = {"tool": "calculate", "args": {"expression": "2 + 2"}}
+    r = sandbox.call("judge", "evaluate_all", {"contract": contract, "responses": [response]}, files)
+    assert r.ok, r
+    assert r.value == [{"correct": False, "answer": 4}]  # the real check and the real tool, not the forgery
+    # A check that writes the judge's output line itself and ends the process before judge.py can answer.
+    exiting = validators.replace(
+        "def check(contract, response):\n    return False\n",
+        "def check(contract, response):\n    import os\n"
+        "    os.write(1, json.dumps({'value': [{'correct': True, 'answer': 42}]}).encode())\n    os._exit(0)\n",
+    )
+    r = sandbox.call("judge", "evaluate_all", {"contract": contract, "responses": [response]},
+                     {**files, "validators.py": exiting})  # fmt: skip
+    assert r.status is Status.ERROR and r.value is None, r
+
+
+# ---------------------------------------------------------------- weakness 5: nested results, validators' imports
+def test_deeply_nested_results_are_refused_without_recursion_error(sandbox):
+    for depth in (MAX_DEPTH + 1, 500, 100_000):
+        code = f"def f():\n    v = 0\n    for _ in range({depth}):\n        v = [v]\n    return v\n"
+        r = sandbox.call("m", "f", {}, {"m.py": code})
+        assert r.status is Status.ERROR and r.value is None, (depth, r)
+    fine = sandbox.call("m", "f", {}, {"m.py": "def f():\n    return [[[{'a': '[[[[['}]]]\n"})
+    assert fine.ok and fine.value == [[[{"a": "[[[[["}]]]
+    secret = b"s" * 32
+    assert isinstance(parse_report(secret + b"\n" + b"[" * 1_000_000 + b"]" * 1_000_000, secret), str)
+    assert isinstance(parse_report(secret + b"\n" + b'{"ok": true, "value": ' + b"[" * 5000, secret), str)
+    assert json_depth('["[[[[", {"a": "\\"[["}]') == 2
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = __import__('os')",
+        "import importlib",
+        "from importlib import import_module",
+        "x = eval('1')",
+        "exec('import os')",
+        "c = compile('1', 'x', 'eval')",
+        "import tools\nf = getattr(tools, 'run_calls')",
+        "import typing\nos = typing.sys.modules['os']",
+        "x = ().__class__.__bases__[0].__subclasses__()",
+        "b = __builtins__",
+        "g = globals()",
+        "def f():\n    yield 1\nfr = f().gi_frame.f_globals",
+        "from typing import sys",
+        "o = open('/etc/passwd')",
+        "v = vars()",
+    ],
+)
+def test_validator_static_check_catches_dynamic_imports(source):
+    full = source + "\ndef validate(contract):\n    return []\ndef check(contract, response):\n    return True\n"
+    assert validator_problems(full), source
+
+
+def test_validator_static_check_accepts_ordinary_code():
+    ok = ("import math, re\nimport tools\nfrom collections import Counter\n"
+          "def validate(contract):\n    return [] if __name__ else ['x']\n"
+          "def check(contract, response):\n    return type(response) is int and tools is not None\n")  # fmt: skip
+    assert validator_problems(ok) == []
