@@ -14,8 +14,9 @@ Reads ``/box/_job.json``: ``{"mode": "run", "code": ...}`` runs the code as
 module from ``/box`` and calls the function (its prints go to stderr). The
 outcome is written once, after the untrusted code has returned, on the result
 descriptor (``result_fd``) as ``SECRET`` followed by one JSON object:
-``{"ok": true, "value": ...}`` or ``{"ok": false, "error": kind, "reason": ..., "errno": ...}``
-with kind ``exception``, ``memory`` or ``bad_result``. The parent trusts only a
+``{"ok": true, "value": ...}`` or ``{"ok": false, "error": kind, "reason": ...}``
+with kind ``exception``, ``memory`` (with ``vm_peak_kb``), ``file`` (EFBIG, and a file
+under ``/tmp`` reached RLIMIT_FSIZE) or ``bad_result``. The parent trusts only a
 message that starts with the secret and is alone on that descriptor; the exit
 status is never read as a label.
 """
@@ -93,7 +94,24 @@ def vm_peak_kb():
     return 0
 
 
-def outcome(exc):
+def file_at_limit(limit, top="/tmp", most=10000):
+    """Whether a file under ``top`` (the only writable mount) reached ``limit`` bytes: a write past
+    RLIMIT_FSIZE is cut at the limit, so an EFBIG that the limit raised leaves such a file behind."""
+    seen = 0
+    for folder, _, names in os.walk(top):
+        for name in names:
+            seen += 1
+            if seen > most:
+                return False
+            try:
+                if os.lstat(os.path.join(folder, name)).st_size >= limit:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def outcome(exc, lim):
     """The report of an exception raised by the untrusted code."""
     if isinstance(exc, MemoryError):
         return {"ok": False, "error": "memory", "reason": "MemoryError", "vm_peak_kb": vm_peak_kb()}
@@ -102,11 +120,12 @@ def outcome(exc):
     except BaseException:  # noqa: BLE001 - a hostile __str__
         reason = "an exception whose message could not be formatted"
     errno = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else None
+    file_limit = errno == 27 and file_at_limit(lim["file_bytes"])  # EFBIG, and RLIMIT_FSIZE really cut a file
     try:
         traceback.print_exc(limit=-3)
     except BaseException:  # noqa: BLE001 - stderr may be closed by the code
         pass
-    return {"ok": False, "error": "exception", "reason": reason, "errno": errno}
+    return {"ok": False, "error": "file" if file_limit else "exception", "reason": reason}
 
 
 def run_job(job):
@@ -126,9 +145,9 @@ def run_job(job):
         finally:
             sys.stdout = real_stdout
     except SystemExit as exc:
-        return {"ok": False, "error": "exception", "reason": f"SystemExit: {exc.code!r}"[:300], "errno": None}
+        return {"ok": False, "error": "exception", "reason": f"SystemExit: {exc.code!r}"[:300]}
     except BaseException as exc:  # noqa: BLE001 - the code under test may raise anything
-        return outcome(exc)
+        return outcome(exc, job["limits"])
     try:
         return {"ok": True, "value": value, "_json": _dumps(value, allow_nan=False)}
     except (TypeError, ValueError, RecursionError) as exc:
@@ -139,7 +158,7 @@ def run_job(job):
             pass
         return {"ok": False, "error": "bad_result", "reason": reason}
     except MemoryError as exc:
-        return outcome(exc)
+        return outcome(exc, job["limits"])
 
 
 def send(secret, fd, report):

@@ -118,7 +118,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import errno
 import hashlib
 import json
 import os
@@ -641,7 +640,7 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
         peak = report.get("vm_peak_kb")
         if error == "memory" and isinstance(peak, int) and peak >= limits.memory_mb * 1024 // 2:
             return SandboxResult(Status.KILLED, limit="memory", reason="memory limit (MemoryError)", **common)
-        if report.get("errno") == errno.EFBIG:
+        if error == "file":
             return SandboxResult(Status.ERROR, limit="file", reason=reason, **common)
         return SandboxResult(Status.ERROR, reason=reason or f"the code failed ({error})", **common)
     if mode == "run":

@@ -347,6 +347,7 @@ def test_the_code_cannot_choose_its_status_label(sandbox):
         "exit152": "import os\nos._exit(152)",
         "raise_memory": "raise MemoryError",
         "sigkill_self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\nos._exit(137)",
+        "fake_efbig": "raise OSError(27, 'File too large')",
         "stderr_lies": "import sys\nprint('MemoryError\\nCPU time limit exceeded', file=sys.stderr)\nsys.exit(3)",
     }
     for name, code in attempts.items():
