@@ -54,10 +54,12 @@ Not defended (limits of the design):
   driver's MemoryError report *and* a VmPeak of at least half the limit, so it too
   can only be faked by code that really used that much;
 * kernel memory not charged to RLIMIT_AS: inodes and dentries of empty files in
-  ``/tmp`` (no inode cap: bubblewrap's tmpfs takes only a size), pipe and socket
-  buffers (bounded by RLIMIT_NOFILE and the kernel's per-user limits); they grow
-  at most as fast as the CPU limit allows and are freed with the run. A memory
-  cgroup per run would bound them; it is not used here;
+  ``/tmp`` are bounded only by the parent's polling of the inode count (every
+  ``POLL_S``, kill past ``tmp_files``: bubblewrap's tmpfs takes a size but no inode
+  cap; 280 000 empty files in 2 CPU seconds took 293 MiB of slab before this), so a
+  burst between two polls gets through; pipe and socket buffers are bounded only by
+  RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB). All are freed with
+  the run. A memory cgroup per run would bound them; none is used here;
 * a root caller: the run's uid maps to the host's root (bubblewrap maps the caller's
   uid); it has no capability in the host's namespaces and every writable place is
   its own, but RLIMIT_NPROC does not bind it (the seccomp filter is what stops new
@@ -75,6 +77,7 @@ RLIMIT_CPU                  busy loops: SIGKILL at ``cpu_s`` (soft = hard; a pid
 RLIMIT_AS                   memory bombs: allocations fail (``MemoryError``) past ``memory_mb``
 RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets SIGXFSZ/EFBIG,
                             all files together past ``tmp_bytes`` get ENOSPC
+inode count (parent polls)  millions of empty files (kernel memory): killed past ``tmp_files``
 RLIMIT_NOFILE, RLIMIT_CORE, descriptor exhaustion; core dumps on the host; locked memory and
 RLIMIT_MEMLOCK, _MSGQUEUE   message queues
 seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THREAD fail with
@@ -161,6 +164,11 @@ class Limits(BaseModel):
     file_bytes: int = Field(default=1 << 20, ge=0, description="Largest file the run may write (RLIMIT_FSIZE).")
     tmp_bytes: int = Field(default=8 << 20, ge=1 << 16, description="Size of the tmpfs working directory /tmp.")
     open_files: int = Field(default=64, ge=16, le=4096, description="Open file descriptors (RLIMIT_NOFILE).")
+    tmp_files: int = Field(
+        default=4096, ge=16, le=1 << 20,
+        description="Files, folders and links in /tmp; the parent polls and kills the run past it "
+        "(their inodes are kernel memory that neither the tmpfs size nor RLIMIT_AS counts).",
+    )  # fmt: skip
 
 
 class Status(enum.StrEnum):
@@ -209,6 +217,8 @@ _DENIED: dict[str, tuple[int | None, int | None]] = {
     "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
     "memfd_create": (319, 279), "memfd_secret": (447, 447), "userfaultfd": (323, 282),
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    # kernel memory in /tmp the inode count misses: hard links (a dentry each) and extended attributes
+    "link": (86, None), "linkat": (265, 37), "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7),
     # kernel keyrings, BPF, perf, execution domains
     "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
     "perf_event_open": (298, 241), "personality": (135, 92), "modify_ldt": (154, None), "uselib": (134, None),
@@ -515,6 +525,38 @@ def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any] | N
         delay = min(delay * 2, 0.02)
 
 
+POLL_S = 0.02  # how often the parent looks at the run's /tmp
+
+
+class _TmpWatch:
+    """The number of inodes in the run's ``/tmp``, seen from the host through ``/proc/PID/root``.
+
+    PID is the sandboxed interpreter, bwrap's only child. It counts only once that
+    path is a filesystem of exactly the run's ``tmp_bytes`` (bubblewrap may still be
+    building the root). Where it cannot be seen (not yet started, already gone, or
+    ``/proc/PID/root`` refused) the count is unknown and nothing is killed: the
+    tmpfs size and RLIMIT_FSIZE still hold.
+    """
+
+    def __init__(self, bwrap_pid: int) -> None:
+        self.bwrap_pid, self.child, self.most = bwrap_pid, 0, 0
+
+    def over(self, cap: int, tmp_bytes: int) -> bool:
+        try:
+            if not self.child:
+                children = Path(f"/proc/{self.bwrap_pid}/task/{self.bwrap_pid}/children").read_text().split()
+                if not children:
+                    return False
+                self.child = int(children[0])
+            st = os.statvfs(f"/proc/{self.child}/root/tmp")
+        except (OSError, ValueError):
+            return False
+        if not 0 <= st.f_blocks * st.f_frsize - tmp_bytes < 1 << 16:  # not (yet) the run's tmpfs: bwrap is setting up
+            return False
+        self.most = max(self.most, st.f_files - st.f_ffree)
+        return self.most > cap
+
+
 def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, start: float) -> _Run:
     """Read stdout, stderr and the result pipe up to the output cap until exit or the wall clock; kill on either."""
     if proc.stdout is None or proc.stderr is None:
@@ -523,6 +565,7 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
     fds = [f.fileno() for f in pipes]
     bufs = {fd: bytearray() for fd in fds}
     limit: str | None = None
+    tmp = _TmpWatch(proc.pid)
     with selectors.DefaultSelector() as sel:
         for f in pipes:
             sel.register(f, selectors.EVENT_READ)
@@ -531,7 +574,10 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
             if left <= 0:
                 limit = "wall"
                 break
-            for key, _ in sel.select(timeout=left):
+            if tmp.over(limits.tmp_files, limits.tmp_bytes):
+                limit = "files"
+                break
+            for key, _ in sel.select(timeout=min(left, POLL_S)):
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)
@@ -625,6 +671,8 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
         return SandboxResult(Status.TIMEOUT, limit="wall", reason="wall-clock limit", **common)
     if run.limit == "output":
         return SandboxResult(Status.KILLED, limit="output", reason="output limit", **common)
+    if run.limit == "files":
+        return SandboxResult(Status.KILLED, limit="file", reason=f"more than {limits.tmp_files} files in /tmp", **common)
     report = parse_report(run.report, secret)
     ok = isinstance(report, dict) and report["ok"]
     if not ok and run.cpu_s >= CPU_SHARE * limits.cpu_s:

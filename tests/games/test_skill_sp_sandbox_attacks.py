@@ -260,6 +260,9 @@ def test_memory_bombs_stay_inside_the_limit(sandbox):
         "tmpfs_mmap": "import mmap, os\nfd = os.open('/tmp/big', os.O_RDWR | os.O_CREAT)\nos.ftruncate(fd, 1 << 30)\n"
         "m = mmap.mmap(fd, 1 << 30)\nm.write(b'x' * (1 << 30))",
     }
+    bombs["empty_files"] = "import os\ni = 0\nwhile True:\n    os.close(os.open(f'/tmp/{i}', os.O_CREAT | os.O_WRONLY))\n    i += 1"
+    bombs["nested_dirs"] = "import os\nos.chdir('/tmp')\nwhile True:\n    os.mkdir('d')\n    os.chdir('d')"
+    bombs["hard_links"] = "import os\nopen('/tmp/f', 'w').close()\ni = 0\nwhile True:\n    os.link('/tmp/f', f'/tmp/l{i}')\n    i += 1"
     for name, code in bombs.items():
         with PeakShmem() as shm:
             r = sandbox.run(code)
@@ -267,6 +270,34 @@ def test_memory_bombs_stay_inside_the_limit(sandbox):
         assert r.wall_s < LIMITS.wall_s + 4 and leftovers(r.run_id) == [], (name, r)
         assert shm.growth_mb < 100, name
     assert sandbox.run(bombs["touched"]).limit == "memory"
+    files = sandbox.run(bombs["empty_files"])
+    assert files.status is Status.KILLED and files.limit == "file" and "files in /tmp" in files.reason, files
+
+
+def slab_mb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Slab:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no Slab in /proc/meminfo")
+
+
+def test_kernel_memory_of_files_is_bounded(sandbox):
+    """Empty files cost inodes and dentries (kernel memory), which neither the tmpfs size nor RLIMIT_AS counts."""
+    code = "import os\ni = 0\nwhile True:\n    os.close(os.open(f'/tmp/{i}', os.O_CREAT | os.O_WRONLY))\n    i += 1"
+    base, peak, stop = slab_mb(), [0.0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], slab_mb())
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    r = sandbox.run(code)
+    stop.set()
+    sampler.join()
+    assert r.status is Status.KILLED and r.limit == "file", r
+    assert peak[0] - base < 64, (peak[0] - base, r)  # ~2 CPU seconds of this made 290 MiB of slab before
 
 
 def test_proc_is_read_only(sandbox):
