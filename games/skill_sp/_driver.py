@@ -57,7 +57,7 @@ def set_limits(lim):
         (resource.RLIMIT_AS, lim["memory_mb"] * mb),
         (resource.RLIMIT_FSIZE, lim["file_bytes"]),
         (resource.RLIMIT_NOFILE, lim["open_files"]),
-        (resource.RLIMIT_NPROC, 1),
+        (resource.RLIMIT_NPROC, lim["processes"]),  # counted per user namespace: this run's threads
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_MEMLOCK, 0),
         (resource.RLIMIT_MSGQUEUE, 0),

@@ -84,8 +84,9 @@ seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THRE
                             EAGAIN, clone3 with ENOSYS (glibc then falls back to clone, so
                             threads still work), clone with a CLONE_NEW* flag with EPERM; the
                             deny-list :data:`_DENIED` fails with EPERM; a foreign syscall ABI
-                            kills the process. RLIMIT_NPROC is set too but does not bind a
-                            root caller, whose real uid is exempt from it.
+                            kills the process. RLIMIT_NPROC (``processes``, counted per user
+                            namespace, so threads of this run only) is set too but does not
+                            bind a root caller, whose real uid is exempt from it.
 exec filter (driver)        execve/execveat of anything, once the interpreter runs
 user namespace, uid 65534,  privilege: no capability, so limits cannot be raised back, mounts
 ``--cap-drop ALL``,         and namespaces cannot be changed, no nested user namespace
@@ -164,6 +165,11 @@ class Limits(BaseModel):
     file_bytes: int = Field(default=1 << 20, ge=0, description="Largest file the run may write (RLIMIT_FSIZE).")
     tmp_bytes: int = Field(default=8 << 20, ge=1 << 16, description="Size of the tmpfs working directory /tmp.")
     open_files: int = Field(default=64, ge=16, le=4096, description="Open file descriptors (RLIMIT_NOFILE).")
+    processes: int = Field(
+        default=64, ge=1, le=4096,
+        description="Processes and threads of the run's uid in its user namespace (RLIMIT_NPROC; a root caller "
+        "is exempt from it, and the seccomp filter forbids new processes anyway).",
+    )  # fmt: skip
     tmp_files: int = Field(
         default=4096, ge=16, le=1 << 20,
         description="Files, folders and links in /tmp; the parent polls and kills the run past it "
