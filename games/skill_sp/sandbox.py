@@ -58,7 +58,8 @@ Not defended (limits of the design):
   ``POLL_S``, kill past ``tmp_files``: bubblewrap's tmpfs takes a size but no inode
   cap; 280 000 empty files in 2 CPU seconds took 293 MiB of slab before this), so a
   burst between two polls gets through; pipe and socket buffers are bounded only by
-  RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB). All are freed with
+  RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB; TCP, whose buffers
+  grow to MiBs, is refused: only AF_UNIX and AF_NETLINK sockets). All are freed with
   the run. A memory cgroup per run would bound them; none is used here;
 * a root caller: the run's uid maps to the host's root (bubblewrap maps the caller's
   uid); it has no capability in the host's namespaces and every writable place is
@@ -243,7 +244,11 @@ _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 _RET_ALLOW, _RET_KILL = 0x7FFF0000, 0x80000000
-_EPERM, _EAGAIN, _ENOSYS = 1, 11, 38
+_EPERM, _EAGAIN, _ENOSYS, _EAFNOSUPPORT = 1, 11, 38, 97
+# socket(2); the families allowed: a TCP connection on the sandbox's own loopback queues ~4 MiB of
+# kernel buffers that RLIMIT_AS does not count (28 of them: 104 MiB), and there is no network anyway.
+_SOCKET = {"x86_64": 41, "aarch64": 198}
+_AF_UNIX, _AF_NETLINK = 1, 16
 
 
 def _ret_errno(errno: int) -> int:
@@ -279,7 +284,8 @@ def no_fork_filter(machine: str | None = None) -> bytes:
     architecture is killed (no i386 ``int 0x80`` door); x32 syscalls
     (``nr >= 0x40000000``) and ``clone3`` (whose flags live in memory a filter
     cannot read) get ENOSYS; ``fork``/``vfork`` get EAGAIN; the syscalls of
-    :data:`_DENIED` get EPERM; ``clone`` is allowed only with ``CLONE_THREAD``
+    :data:`_DENIED` get EPERM; ``socket`` of a family other than AF_UNIX and
+    AF_NETLINK gets EAFNOSUPPORT; ``clone`` is allowed only with ``CLONE_THREAD``
     and no ``CLONE_NEW*`` flag in ``args[0]`` (else EAGAIN / EPERM); all else is
     allowed. It is a deny-list: a syscall not named here is the kernel's to police
     (namespaces, no capabilities, rlimits).
@@ -297,13 +303,17 @@ def no_fork_filter(machine: str | None = None) -> bytes:
         (jeq, "enosys", 0, clone3),
         *[(jeq, "eagain", 0, nr) for nr in forks],
         *[(jeq, "eperm", 0, nr) for nr in denied],
+        (jeq, 0, 3, _SOCKET[machine]),  # socket(): only AF_UNIX and AF_NETLINK (if_nameindex)
+        (ld, 0, 0, 16),
+        (jeq, "allow", 0, _AF_UNIX),
+        (jeq, "allow", "eafnosupport", _AF_NETLINK),
         (jeq, 0, "allow", clone),
         (ld, 0, 0, 16),
         (jset, "eperm", 0, _CLONE_NEW),
         (jset, "allow", "eagain", _CLONE_THREAD),
     ]
     labels = {"allow": _RET_ALLOW, "eagain": _ret_errno(_EAGAIN), "enosys": _ret_errno(_ENOSYS),
-              "eperm": _ret_errno(_EPERM), "kill": _RET_KILL}  # fmt: skip
+              "eperm": _ret_errno(_EPERM), "eafnosupport": _ret_errno(_EAFNOSUPPORT), "kill": _RET_KILL}  # fmt: skip
     return _assemble(prog, labels)
 
 

@@ -228,6 +228,9 @@ def test_seccomp_deny_list_and_exec_filter_logic(machine, arch, column, clone):
     assert run_bpf(prog, execve, arch) == allow  # bubblewrap's filter must let it exec the interpreter
     assert run_bpf(noexec, execve, arch) == run_bpf(noexec, execveat, arch) == eperm
     assert run_bpf(noexec, 63, arch) == allow and run_bpf(noexec, execve, 0x40000003) == kill
+    sock = 41 if machine == "x86_64" else 198
+    assert run_bpf(prog, sock, arch, arg0=1) == run_bpf(prog, sock, arch, arg0=16) == allow  # AF_UNIX, AF_NETLINK
+    assert run_bpf(prog, sock, arch, arg0=2) == run_bpf(prog, sock, arch, arg0=10) == 0x50000 | 97  # AF_INET(6)
 
 
 def test_pool_cache_keeps_successes_only(sandbox):

@@ -274,6 +274,33 @@ def test_memory_bombs_stay_inside_the_limit(sandbox):
     assert files.status is Status.KILLED and files.limit == "file" and "files in /tmp" in files.reason, files
 
 
+def test_socket_buffers_are_not_a_memory_door(sandbox):
+    """TCP on the sandbox's own loopback would queue MiBs of kernel buffers per connection; only AF_UNIX/NETLINK."""
+    code = """
+import json, socket
+out = {}
+for name, family in [("inet", socket.AF_INET), ("inet6", socket.AF_INET6), ("packet", 17)]:
+    try:
+        socket.socket(family, socket.SOCK_STREAM if family != 17 else socket.SOCK_RAW)
+        out[name] = "created"
+    except OSError as e:
+        out[name] = e.errno
+a, b = socket.socketpair()
+a.setblocking(False)
+queued = 0
+try:
+    while True:
+        queued += a.send(b"x" * 65536)
+except BlockingIOError:
+    pass
+out["unix_queued"] = queued
+print(json.dumps(out))
+"""
+    out = report(sandbox.run(code))
+    assert out["inet"] == out["inet6"] == out["packet"] == 97, out  # EAFNOSUPPORT
+    assert out["unix_queued"] < 4 * MIB
+
+
 def slab_mb() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("Slab:"):
