@@ -54,9 +54,10 @@ Not defended (limits of the design):
   driver's MemoryError report *and* a VmPeak of at least half the limit, so it too
   can only be faked by code that really used that much;
 * kernel memory not charged to RLIMIT_AS: inodes and dentries of empty files in
-  ``/tmp`` are bounded only by the parent's polling of the inode count (every
-  ``POLL_S``, kill past ``tmp_files``: bubblewrap's tmpfs takes a size but no inode
-  cap; 280 000 empty files in 2 CPU seconds took 293 MiB of slab before this), so a
+  ``/tmp`` and threads (kernel stacks; RLIMIT_NPROC does not bind a root caller)
+  are bounded only by the parent's polling (every ``POLL_S``, kill past
+  ``tmp_files`` / ``processes``: bubblewrap's tmpfs takes a size but no inode cap;
+  280 000 empty files in 2 CPU seconds took 293 MiB of slab before this), so a
   burst between two polls gets through; pipe and socket buffers are bounded only by
   RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB; TCP, whose buffers
   grow to MiBs, is refused: only AF_UNIX and AF_NETLINK sockets). All are freed with
@@ -79,6 +80,7 @@ RLIMIT_AS                   memory bombs: allocations fail (``MemoryError``) pas
 RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets SIGXFSZ/EFBIG,
                             all files together past ``tmp_bytes`` get ENOSPC
 inode count (parent polls)  millions of empty files (kernel memory): killed past ``tmp_files``
+thread count (parent polls) thread floods (kernel stacks): killed past ``processes``
 RLIMIT_NOFILE, RLIMIT_CORE, descriptor exhaustion; core dumps on the host; locked memory and
 RLIMIT_MEMLOCK, _MSGQUEUE   message queues
 seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THREAD fail with
@@ -195,7 +197,7 @@ class SandboxResult:
     output: str = ""
     stderr: str = ""
     value: Any = None
-    limit: Literal["wall", "cpu", "memory", "output", "file"] | None = None
+    limit: Literal["wall", "cpu", "memory", "output", "file", "processes"] | None = None
     reason: str = ""
     returncode: int | None = None
     wall_s: float = 0.0  # measured by the parent
@@ -544,8 +546,12 @@ def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any] | N
 POLL_S = 0.02  # how often the parent looks at the run's /tmp
 
 
-class _TmpWatch:
-    """The number of inodes in the run's ``/tmp``, seen from the host through ``/proc/PID/root``.
+class _Watch:
+    """What the parent polls of a running sandbox: its threads, and the inodes of its ``/tmp``.
+
+    Threads come from ``/proc/PID/stat`` (RLIMIT_NPROC does not bind a root caller,
+    and each thread costs kernel memory RLIMIT_AS does not count); inodes from
+    ``/proc/PID/root/tmp``, seen from the host.
 
     PID is the sandboxed interpreter, bwrap's only child. It counts only once that
     path is a filesystem of exactly the run's ``tmp_bytes`` (bubblewrap may still be
@@ -557,20 +563,24 @@ class _TmpWatch:
     def __init__(self, bwrap_pid: int) -> None:
         self.bwrap_pid, self.child, self.most = bwrap_pid, 0, 0
 
-    def over(self, cap: int, tmp_bytes: int) -> bool:
+    def over(self, limits: Limits) -> str | None:
+        """The limit the run is past ("files" or "processes"), else None."""
         try:
             if not self.child:
                 children = Path(f"/proc/{self.bwrap_pid}/task/{self.bwrap_pid}/children").read_text().split()
                 if not children:
-                    return False
+                    return None
                 self.child = int(children[0])
+            stat = Path(f"/proc/{self.child}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[17]) > limits.processes:  # field 20: num_threads
+                return "processes"
             st = os.statvfs(f"/proc/{self.child}/root/tmp")
-        except (OSError, ValueError):
-            return False
-        if not 0 <= st.f_blocks * st.f_frsize - tmp_bytes < 1 << 16:  # not (yet) the run's tmpfs: bwrap is setting up
-            return False
+        except (OSError, ValueError, IndexError):
+            return None
+        if not 0 <= st.f_blocks * st.f_frsize - limits.tmp_bytes < 1 << 16:  # not (yet) the run's tmpfs
+            return None
         self.most = max(self.most, st.f_files - st.f_ffree)
-        return self.most > cap
+        return "files" if self.most > limits.tmp_files else None
 
 
 def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, start: float) -> _Run:
@@ -581,7 +591,7 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
     fds = [f.fileno() for f in pipes]
     bufs = {fd: bytearray() for fd in fds}
     limit: str | None = None
-    tmp = _TmpWatch(proc.pid)
+    watch = _Watch(proc.pid)
     with selectors.DefaultSelector() as sel:
         for f in pipes:
             sel.register(f, selectors.EVENT_READ)
@@ -590,8 +600,8 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
             if left <= 0:
                 limit = "wall"
                 break
-            if tmp.over(limits.tmp_files, limits.tmp_bytes):
-                limit = "files"
+            limit = watch.over(limits)
+            if limit is not None:
                 break
             for key, _ in sel.select(timeout=min(left, POLL_S)):
                 chunk = os.read(key.fd, 65536)
@@ -687,6 +697,8 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
         return SandboxResult(Status.TIMEOUT, limit="wall", reason="wall-clock limit", **common)
     if run.limit == "output":
         return SandboxResult(Status.KILLED, limit="output", reason="output limit", **common)
+    if run.limit == "processes":
+        return SandboxResult(Status.KILLED, limit="processes", reason=f"more than {limits.processes} threads", **common)
     if run.limit == "files":
         return SandboxResult(Status.KILLED, limit="file", reason=f"more than {limits.tmp_files} files in /tmp", **common)
     report = parse_report(run.report, secret)

@@ -274,6 +274,20 @@ def test_memory_bombs_stay_inside_the_limit(sandbox):
     assert files.status is Status.KILLED and files.limit == "file" and "files in /tmp" in files.reason, files
 
 
+def test_thread_flood_is_stopped(sandbox):
+    """Small-stack threads slip under RLIMIT_AS and (for a root caller) RLIMIT_NPROC; the parent counts them."""
+    code = (
+        "import threading\nthreading.stack_size(32768)\nev = threading.Event()\n"
+        "while True:\n    threading.Thread(target=ev.wait).start()"
+    )
+    r = sandbox.run(code)
+    assert r.status is Status.KILLED and r.limit == "processes", r
+    assert leftovers(r.run_id) == []
+    few = sandbox.run("import threading\nts = [threading.Thread(target=int) for _ in range(16)]\n"
+                      "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('ok')")  # fmt: skip
+    assert few.ok and few.output == "ok\n", few
+
+
 def test_socket_buffers_are_not_a_memory_door(sandbox):
     """TCP on the sandbox's own loopback would queue MiBs of kernel buffers per connection; only AF_UNIX/NETLINK."""
     code = """
