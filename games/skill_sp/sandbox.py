@@ -451,12 +451,16 @@ class Sandbox:
             finally:
                 os.close(seccomp_r)
                 os.close(result_w)
-            try:
-                if proc.stdin is not None:
+            if proc.stdin is not None:
+                try:
                     proc.stdin.write(secret + b"\n")  # 33 bytes: fits the pipe, never blocks
-                    proc.stdin.close()
-            except OSError:
-                pass  # bwrap died at once; the result says so
+                except OSError:
+                    pass  # bwrap died at once; the result says so
+                finally:
+                    try:
+                        proc.stdin.close()
+                    except OSError:
+                        pass
             with os.fdopen(result_r, "rb", buffering=0) as result_pipe:
                 run = _collect(proc, result_pipe, limits, start)
             if run.limit is not None or run.status is None:
@@ -683,10 +687,11 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
     """A typed result from what the parent measured and the driver's authenticated report, never the exit code.
 
     Order: the parent's wall clock and output cap; then CPU time from ``wait4``'s
-    rusage (at the limit, whatever the exit); then the report. A memory failure
-    counts only if the driver caught a ``MemoryError`` *and* the peak RSS the
-    parent measured is at least half the limit (so ``raise MemoryError`` or
-    ``os._exit(3)`` by itself is an ordinary error). A run without a valid report
+    rusage (80% of the limit, whatever the exit); then the report. A memory failure
+    counts only if the driver caught a ``MemoryError`` *and* the VmPeak it read is
+    at least half the limit (so ``raise MemoryError`` or ``os._exit(3)`` by itself
+    is an ordinary error; the rusage peak RSS cannot serve: it carries the caller's
+    own RSS, inherited by bwrap through fork and exec). A run without a valid report
     (``os._exit``, a crash, a signal, a forged or tampered message) is an error,
     whatever the exit status says.
     """
