@@ -482,6 +482,9 @@ def test_forged_judge_result(sandbox):
         "import json\nimport tools\n"
         "print(json.dumps({'value': [{'correct': True, 'answer': 42}]}))\n"
         "tools.run_calls = lambda response: {'value': 42}\n"
+        "for name in dir(tools):\n    if callable(vars(tools)[name]):\n        vars(tools)[name] = lambda *a, **k: 42\n"
+        "json.JSONEncoder.encode = lambda self, o: '[{\"correct\": true, \"answer\": 42}]'\n"
+        "json.dumps = lambda *a, **k: '[{\"correct\": true, \"answer\": 42}]'\n"
         "def validate(contract):\n    return []\n"
         "def check(contract, response):\n    return False\n"
     )
