@@ -132,7 +132,10 @@ FORBIDDEN_NAMES = frozenset(
 FORBIDDEN_ATTRIBUTES = frozenset(
     {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back",
      "f_code", "tb_frame", "tb_next", "co_code", "func_globals", "mro", "format_map", "sys", "os", "builtins",
-     "modules", "importlib", "_os", "_sys", "subprocess", "posix", "loader", "spec"}
+     "modules", "importlib", "_os", "_sys", "subprocess", "posix", "loader", "spec",
+     # attribute access by string and frame access, which the name checks above cannot see through
+     "inspect", "attrgetter", "methodcaller", "getattr_static", "currentframe", "_getframe", "getframeinfo",
+     "getouterframes", "getinnerframes", "f_trace", "gc", "ctypes"}
 )  # fmt: skip
 
 

@@ -537,6 +537,10 @@ def test_deeply_nested_results_are_refused_without_recursion_error(sandbox):
         "from typing import sys",
         "o = open('/etc/passwd')",
         "v = vars()",
+        "import operator\nsubs = operator.attrgetter('__class__.__base__.__subclasses__')(())",
+        "from operator import attrgetter",
+        "import dataclasses\nf = dataclasses.inspect.currentframe()",
+        "import statistics\nos = statistics.random._os",
     ],
 )
 def test_validator_static_check_catches_dynamic_imports(source):
