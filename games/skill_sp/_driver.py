@@ -15,12 +15,13 @@ module from ``/box`` and calls the function (its prints go to stderr). The
 outcome is written once, after the untrusted code has returned, on the result
 descriptor (``result_fd``) as ``SECRET`` followed by one JSON object:
 ``{"ok": true, "value": ...}`` or ``{"ok": false, "error": kind, "reason": ...}``
-with kind ``exception``, ``memory`` (with ``vm_peak_kb``), ``file`` (EFBIG, and a file
+with kind ``exception``, ``memory`` (with ``vm_peak_kb`` and ``allocation_failed``), ``file`` (EFBIG, and a file
 under ``/tmp`` reached RLIMIT_FSIZE) or ``bad_result``. The parent trusts only a
 message that starts with the secret and is alone on that descriptor; the exit
 status is never read as a label.
 """
 
+import dis
 import json
 import os
 import resource
@@ -152,10 +153,33 @@ def file_at_limit(limit, top="/tmp", most=10000):
     return False
 
 
+# Where an explicitly raised exception stands: a raise statement, a re-raise, a generator's throw().
+_EXPLICIT = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS", "RERAISE", "YIELD_VALUE", "SEND", "RESUME")
+                      if name in dis.opmap)  # fmt: skip
+
+
+def allocation_failed(exc):
+    """Whether a MemoryError came from an allocation that failed, not from the code raising one itself:
+    the innermost frame of its traceback stands on an instruction that allocates, not on a raise.
+    (Code that calls the C API through ctypes can still pass this test; it is in-process introspection.)"""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code.co_code
+    return 0 <= tb.tb_lasti < len(code) and code[tb.tb_lasti] not in _EXPLICIT
+
+
 def outcome(exc, lim):
     """The report of an exception raised by the untrusted code."""
     if isinstance(exc, MemoryError):
-        return {"ok": False, "error": "memory", "reason": "MemoryError", "vm_peak_kb": vm_peak_kb()}
+        try:
+            failed = allocation_failed(exc)
+        except BaseException:  # noqa: BLE001 - a hostile traceback object: not a genuine failure
+            failed = False
+        return {"ok": False, "error": "memory", "reason": "MemoryError", "vm_peak_kb": vm_peak_kb(),
+                "allocation_failed": failed}  # fmt: skip
     try:
         reason = traceback.format_exception_only(type(exc), exc)[-1].strip()[:300]
     except BaseException:  # noqa: BLE001 - a hostile __str__

@@ -51,8 +51,9 @@ Not defended (limits of the design):
   sandbox contains the run; it does not make a run's verdict trustworthy against
   its own validators (the validators' static check refuses the usual routes:
   ``__import__``, ``getattr``, dunders, frames). The ``memory`` label needs the
-  driver's MemoryError report *and* a VmPeak of at least half the limit, so it too
-  can only be faked by code that really used that much;
+  driver's MemoryError report *and* a VmPeak of at least half the limit or a
+  MemoryError standing on an allocating instruction (not a ``raise``, re-raise or
+  generator ``throw``), so faking it takes real memory or the C API via ``ctypes``;
 * kernel memory not charged to RLIMIT_AS: inodes and dentries of empty files in
   ``/tmp`` and threads (kernel stacks; RLIMIT_NPROC does not bind a root caller)
   are bounded only by the parent's polling (every ``POLL_S``, kill past
@@ -688,10 +689,12 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
 
     Order: the parent's wall clock and output cap; then CPU time from ``wait4``'s
     rusage (80% of the limit, whatever the exit); then the report. A memory failure
-    counts only if the driver caught a ``MemoryError`` *and* the VmPeak it read is
-    at least half the limit (so ``raise MemoryError`` or ``os._exit(3)`` by itself
-    is an ordinary error; the rusage peak RSS cannot serve: it carries the caller's
-    own RSS, inherited by bwrap through fork and exec). A run without a valid report
+    counts only if the driver caught a ``MemoryError`` *and* either the VmPeak it read
+    is at least half the limit or the error stands on an allocating instruction, not
+    a ``raise`` (so ``raise MemoryError`` or ``os._exit(3)`` by itself is an ordinary
+    error, ``bytearray(1 << 40)`` is the memory limit; the rusage peak RSS cannot
+    serve: it carries the caller's own RSS, inherited by bwrap through fork and
+    exec). A run without a valid report
     (``os._exit``, a crash, a signal, a forged or tampered message) is an error,
     whatever the exit status says.
     """
@@ -719,7 +722,8 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
     if not ok:
         error, reason = report.get("error"), str(report.get("reason", ""))[:300]
         peak = report.get("vm_peak_kb")
-        if error == "memory" and isinstance(peak, int) and peak >= limits.memory_mb * 1024 // 2:
+        near_limit = isinstance(peak, int) and peak >= limits.memory_mb * 1024 // 2
+        if error == "memory" and (near_limit or report.get("allocation_failed") is True):
             return SandboxResult(Status.KILLED, limit="memory", reason="memory limit (MemoryError)", **common)
         if error == "file":
             return SandboxResult(Status.ERROR, limit="file", reason=reason, **common)

@@ -270,6 +270,8 @@ def test_memory_bombs_stay_inside_the_limit(sandbox):
         assert r.wall_s < LIMITS.wall_s + 4 and leftovers(r.run_id) == [], (name, r)
         assert shm.growth_mb < 100, name
     assert sandbox.run(bombs["touched"]).limit == "memory"
+    assert sandbox.run(bombs["one_huge"]).limit == "memory"  # an allocation past the limit, nothing touched
+    assert sandbox.run("x = ' ' * (1 << 40)").limit == "memory"
     files = sandbox.run(bombs["empty_files"])
     assert files.status is Status.KILLED and files.limit == "file" and "files in /tmp" in files.reason, files
 
@@ -418,6 +420,9 @@ def test_the_code_cannot_choose_its_status_label(sandbox):
         "exit137": "import os\nos._exit(137)",
         "exit152": "import os\nos._exit(152)",
         "raise_memory": "raise MemoryError",
+        "raise_memory_in_function": "def f():\n    raise MemoryError()\nf()",
+        "throw_memory": "def g():\n    yield 1\nit = g()\nnext(it)\nit.throw(MemoryError)",
+        "reraise_memory": "try:\n    raise MemoryError\nexcept MemoryError:\n    raise",
         "sigkill_self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\nos._exit(137)",
         "fake_efbig": "raise OSError(27, 'File too large')",
         "stderr_lies": "import sys\nprint('MemoryError\\nCPU time limit exceeded', file=sys.stderr)\nsys.exit(3)",
