@@ -24,7 +24,8 @@ only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
   (``env={}``) and the interpreter gets only PATH, HOME and LANG, so no
   ``/proc/*/environ`` visible inside holds a secret of the host;
 * the **network**: a network namespace with only its own loopback;
-* **memory** beyond ``memory_mb``: RLIMIT_AS on the one process (not a cgroup), a
+* **memory** beyond ``memory_mb``: RLIMIT_AS on the one sandboxed process (and on
+  ``bwrap`` outside it, set by the parent with ``prlimit``; not a cgroup), a
   read-only 64 KiB ``/dev`` with only null/zero/full/random/urandom, a size-capped
   ``/tmp`` (the only writable mount), an ipc namespace, and a seccomp deny-list for the
   memory that RLIMIT_AS does not count (SysV shm/msg/sem, POSIX message queues,
@@ -130,6 +131,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import secrets
 import selectors
 import shutil
@@ -452,6 +454,7 @@ class Sandbox:
             finally:
                 os.close(seccomp_r)
                 os.close(result_w)
+            _limit_launcher(proc.pid, limits)
             if proc.stdin is not None:
                 try:
                     proc.stdin.write(secret + b"\n")  # 33 bytes: fits the pipe, never blocks
@@ -468,6 +471,18 @@ class Sandbox:
                 _reap(run_id)
         result = _classify(run, secret, job["mode"], limits, time.monotonic() - start)
         return dataclasses.replace(result, run_id=run_id)
+
+
+def _limit_launcher(pid: int, lim: Limits) -> None:
+    """The run's memory, CPU, file-size and core limits on ``bwrap`` itself (outside the sandbox's namespaces,
+    out of the code's reach), so no process of the run's tree is unlimited; the interpreter sets its own.
+    Not RLIMIT_NPROC: ``bwrap`` may still have to fork, counted against the caller's uid."""
+    for res, value in ((resource.RLIMIT_AS, lim.memory_mb << 20), (resource.RLIMIT_CPU, lim.cpu_s),
+                       (resource.RLIMIT_FSIZE, lim.file_bytes), (resource.RLIMIT_CORE, 0)):  # fmt: skip
+        try:
+            resource.prlimit(pid, res, (value, value))
+        except (OSError, ValueError):  # gone already, or a hard limit lower than ours
+            pass
 
 
 # A minimal, read-only /dev: a 64 KiB tmpfs holding only null, zero, full, random,

@@ -250,6 +250,43 @@ print(json.dumps(out))
     assert out["as_limited"] and out["cpu_limited"]  # and it is limited itself
 
 
+def test_every_process_of_the_run_is_limited(sandbox):
+    """Seen from the host while a run sleeps: bwrap (outside the namespaces) and the interpreter both carry limits."""
+    seen: dict[int, str] = {}
+
+    def watch() -> None:
+        pids: set[int] = set()
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if b"/box/_driver.py" in Path(f"/proc/{pid}/cmdline").read_bytes() and os.getpid() in _ancestors(int(pid)):
+                        pids.add(int(pid))
+                except OSError:
+                    continue
+            time.sleep(0.05)
+        for pid in pids:  # the run sleeps 3 s: by now the interpreter has set its own limits
+            seen[pid] = Path(f"/proc/{pid}/limits").read_text()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    r = sandbox.run("import time\ntime.sleep(3)")
+    watcher.join()
+    assert r.ok and len(seen) == 2, (r, list(seen))  # bwrap and the interpreter
+    for limits in seen.values():
+        line = next(l for l in limits.splitlines() if l.startswith("Max address space"))
+        assert line.split()[3] == str(LIMITS.memory_mb << 20), line
+
+
+def _ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        out.append(pid)
+    return out
+
+
 def test_memory_bombs_stay_inside_the_limit(sandbox):
     bombs = {
         "touched": "b = []\nwhile True:\n    b.append(bytearray(16 << 20))",
