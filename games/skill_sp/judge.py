@@ -8,14 +8,29 @@ a phase's responses in one run (one process start instead of K); an exception in
 response's check makes only that response wrong.
 """
 
-import tools
-import validators
+import importlib.util
+import os
+
+
+def _private_tools():
+    """A copy of ``tools`` of judge's own, loaded before the model-written validators, which share this
+    interpreter: they may rebind what ``import tools`` gives them, not this copy (not in ``sys.modules``)."""
+    spec = importlib.util.spec_from_file_location("_judge_tools", os.path.join(os.path.dirname(__file__), "tools.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_run_calls = _private_tools().run_calls
+del _private_tools
+
+import validators  # noqa: E402 - deliberately after the private copy above
 
 
 def evaluate(contract, response):
     correct = bool(validators.check(contract, response))
     if isinstance(contract, dict) and "calls" in contract:
-        answer = tools.run_calls(response).get("value")
+        answer = _run_calls(response).get("value")
     else:
         answer = response
     return {"correct": correct, "answer": answer}

@@ -122,26 +122,67 @@ def _examples(text: str) -> list[dict[str, Any]] | str:
     return out
 
 
+# Names a validator may not use: dynamic imports and code, introspection, files, the interpreter.
+FORBIDDEN_NAMES = frozenset(
+    {"__import__", "importlib", "exec", "eval", "compile", "getattr", "setattr", "delattr", "globals", "locals",
+     "vars", "dir", "open", "input", "breakpoint", "help", "memoryview", "__builtins__", "__loader__", "__spec__",
+     "sys", "os", "builtins", "gc", "inspect", "ctypes", "object"}
+)  # fmt: skip
+# Attributes that lead from a value to frames, code, globals or other modules (besides every __dunder__).
+FORBIDDEN_ATTRIBUTES = frozenset(
+    {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back",
+     "f_code", "tb_frame", "tb_next", "co_code", "func_globals", "mro", "format_map", "sys", "os", "builtins",
+     "modules", "importlib", "_os", "_sys", "subprocess", "posix", "loader", "spec",
+     # attribute access by string and frame access, which the name checks above cannot see through
+     "inspect", "attrgetter", "methodcaller", "getattr_static", "currentframe", "_getframe", "getframeinfo",
+     "getouterframes", "getinnerframes", "f_trace", "gc", "ctypes"}
+)  # fmt: skip
+
+
 def validator_problems(source: str) -> list[str]:
-    """Static checks of validators.py: it parses, imports only ALLOWED_IMPORTS, defines validate and check."""
+    """Static checks of validators.py: it parses, imports only ALLOWED_IMPORTS, defines validate and check.
+
+    On the AST, besides ``import`` statements: no name of :data:`FORBIDDEN_NAMES`
+    (``__import__``, ``importlib``, ``exec``/``eval``/``compile``, ``getattr``
+    and friends, ``globals``...), no ``__dunder__`` attribute or name other than
+    ``__name__`` (``().__class__.__bases__``...) and no attribute of
+    :data:`FORBIDDEN_ATTRIBUTES` (``typing.sys``, ``frame.f_globals``...). It is
+    a first filter that refuses a validator reaching for the interpreter; the
+    sandbox, where validators run, is what contains the ones it misses.
+    """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError) as exc:
-        return [f"validators.py does not parse: {exc}"]
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return [f"validators.py does not parse: {exc}"[:300]]
     problems = []
     for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.Import):
             names = [a.name.split(".")[0] for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            names = [(node.module or "").split(".")[0]]
+            names = [(node.module or "").split(".")[0] if node.level == 0 else "." * node.level]
+            problems += [f"validators.py imports {a.name!r} from {node.module!r}" for a in node.names
+                         if a.name in FORBIDDEN_NAMES or a.name in FORBIDDEN_ATTRIBUTES or _dunder(a.name)]  # fmt: skip
+        elif isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or _dunder(node.id)):
+            problems.append(f"validators.py uses {node.id!r}")
+        elif isinstance(node, ast.Attribute) and (node.attr in FORBIDDEN_ATTRIBUTES or _dunder(node.attr)):
+            problems.append(f"validators.py uses the attribute {node.attr!r}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in FORBIDDEN_NAMES:
+            problems.append(f"validators.py defines {node.name!r}")
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            problems += [f"validators.py uses {n!r}" for n in node.names if n in FORBIDDEN_NAMES or _dunder(n)]
         problems += [f"validators.py imports {n!r}" for n in names if n not in ALLOWED_IMPORTS]
+    problems = list(dict.fromkeys(problems))
     defined = {n.name: len(n.args.args) for n in tree.body if isinstance(n, ast.FunctionDef)}
     if defined.get("validate") != 1:
         problems.append("validators.py must define validate(contract)")
     if defined.get("check") != 2:
         problems.append("validators.py must define check(contract, response)")
     return problems
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and name not in ("__name__", "__future__")
 
 
 def parse_skill(skill_md: str, validators: str, folder_name: str | None = None) -> SkillPackage | Invalid:
