@@ -61,6 +61,9 @@ FLOAT32_MAX_GAP = 1e-3
 #: update 0.43-0.44 (and in TRL's report stale weights gave 0.2). 0.15 sits 3x above the arithmetic
 #: and under both; a generator whose arithmetic costs more (very peaked logits) needs its own bound.
 HALF_MAX_GAP = 0.15
+#: The generator may be nearer the learner's weights before the step's update than after it by at
+#: most this fraction of the bound (0.019 nats/token in bf16, 1.25e-4 in float32); see :func:`check_gap`.
+NEARER_BEFORE = 0.125
 
 
 class StaleWeights(RunStopped):
@@ -84,24 +87,54 @@ def canary_samples(episodes: Sequence[Episode], policy: str, k: int) -> list[Sam
 def sync_gap(generator: Any, learner: Any, samples: Sequence[Sample], dtype: str | None = None) -> float:
     """Mean absolute per-token logprob gap between ``generator.score`` and ``learner.score`` (temperature 1),
     the learner's weights rounded to the generator's ``dtype`` (what a correct sync delivers)."""
+    return mean_abs_gap(generator_logprobs(generator, samples), learner.score(samples, temperature=1.0, weights_dtype=dtype))
+
+
+def generator_logprobs(generator: Any, samples: Sequence[Sample]) -> list[list[float]]:
+    """``generator.score`` of each sample's completion at temperature 1 (the model's own distribution)."""
     from policies.base import SamplingParams
 
     params = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=1)
-    ours = learner.score(samples, temperature=1.0, weights_dtype=dtype)
-    total, count = 0.0, 0
-    for sample, mine in zip(samples, ours, strict=True):
-        theirs = generator.score(sample.prompt_ids, sample.completion_ids, params)
-        total += sum(abs(a - b) for a, b in zip(theirs, mine, strict=True))
-        count += len(mine)
-    return total / count if count else float("nan")
+    return [generator.score(s.prompt_ids, s.completion_ids, params) for s in samples]
 
 
-def check_gap(gap: float, max_gap: float | None, step: int) -> None:
-    """Raise :class:`StaleWeights` (one line) when ``gap`` exceeds ``max_gap``; ``None`` never raises."""
-    if max_gap is None or gap <= max_gap:  # a NaN gap (broken weights) fails too
+def mean_abs_gap(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float:
+    """Mean over all tokens of ``|a_t - b_t|`` (``nan`` for no tokens)."""
+    diffs = [abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True)]
+    return sum(diffs) / len(diffs) if diffs else float("nan")
+
+
+def canary_stats(gen: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                 before: Sequence[Sequence[float]]) -> dict[str, float]:
+    """The logged figures from the generator's logprobs and the learner's (rounded to the generator's
+    dtype) after and before the step's update: ``sync/canary_gap`` (generator vs after),
+    ``sync/canary_gap_before`` (generator vs before) and ``sync/canary_update`` (after vs before:
+    how far the update moved these completions as the generator can hold it)."""
+    return {"sync/canary_gap": mean_abs_gap(gen, after), "sync/canary_gap_before": mean_abs_gap(gen, before),
+            "sync/canary_update": mean_abs_gap(after, before)}
+
+
+def check_gap(gap: float, max_gap: float | None, step: int, gap_before: float | None = None) -> None:
+    """Raise :class:`StaleWeights` (one line) when ``gap`` exceeds ``max_gap``, or when the generator is
+    nearer the weights before the step's update than after it by more than :data:`NEARER_BEFORE` of the
+    bound (``gap - gap_before``); ``None`` never raises.
+
+    The second test catches a generator one update behind whose missed update was too small for the
+    bound alone (at lr 2e-5 a third update moved the built-in model's bf16 logprobs by 0.08 nats/token).
+    It cannot fire for an update too small to matter: ``|gap - gap_before|`` is at most the update's
+    own size (``sync/canary_update``), by the triangle inequality."""
+    if max_gap is None:
         return
-    raise StaleWeights(
-        f"weight-sync canary: after the step-{step} sync the generator's logprobs differ from the learner's by "
-        f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
-        "wrongly loaded weights; the run stopped"
-    )
+    if not gap <= max_gap:  # a NaN gap (broken weights) fails too
+        raise StaleWeights(
+            f"weight-sync canary: after the step-{step} sync the generator's logprobs differ from the learner's by "
+            f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
+            "wrongly loaded weights; the run stopped"
+        )
+    if gap_before is not None and gap - gap_before > NEARER_BEFORE * max_gap:
+        raise StaleWeights(
+            f"weight-sync canary: after the step-{step} sync the generator's logprobs are nearer the learner's "
+            f"before that step's update ({gap_before:.4g} nats/token) than after it ({gap:.4g}; allowed "
+            f"{NEARER_BEFORE:g} x train.sync_canary_max_gap {max_gap:g} more): the generator did not get the "
+            "update; the run stopped"
+        )

@@ -30,7 +30,7 @@ import torch
 from arena.core.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
 from arena.core.errors import ConfigError
 from arena.core.types import Episode, Sample, write_jsonl
-from arena.loop.canary import auto_max_gap, canary_samples, check_gap, sync_gap
+from arena.loop.canary import auto_max_gap, canary_samples, canary_stats, check_gap, generator_logprobs
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
 from arena.loop.config import ArenaConfig
 from arena.runner import EpisodeSpec, generate_texts
@@ -132,6 +132,7 @@ class Trainer:
         # Either side in bf16 leaves a bf16-sized gap after a correct sync.
         sides = "float32" if spec.resolved_dtype == learner_cfg.param_dtype == "float32" else "bfloat16"
         self.canary_max_gap = auto_max_gap(sides) if bound == "auto" else bound
+        self.generator_dtype = spec.resolved_dtype  # the canary rounds the learner's weights to it
         self.estimator_states = EstimatorStates(cfg.learner.estimators)
         self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
         env = self.probe_env = cfg.game.make_env()  # also computes the game's step metrics
@@ -225,6 +226,7 @@ class Trainer:
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
+        before = self.canary_before(episodes)
         if self.dist.active:
             learn_stats = self.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
         else:
@@ -235,7 +237,7 @@ class Trainer:
             print(f"step {step}: trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning "
                   "signal; check seats, learner.estimators and drop_zero_variance)", file=sys.stderr)
         self.sync_weights()
-        canary = self.sync_canary(episodes)
+        canary = self.sync_canary(before)
         t2 = time.perf_counter()
         summary = episode_summary(episodes)
         summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
@@ -262,7 +264,7 @@ class Trainer:
             row.update(self.evals.run(step, self.last_step, self.policies, self.state))
         self._log(row, episodes)
         if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
-            check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)
+            check_gap(canary["sync/canary_gap"], self.canary_max_gap, step, canary["sync/canary_gap_before"])
         return row
 
     def _local_samples(self, episodes: Sequence[Episode], samples: Sequence[Sample], mine: set[str]) -> list[int]:
@@ -302,13 +304,21 @@ class Trainer:
         with torch.no_grad():
             gen_model.load_state_dict(state)
 
-    def sync_canary(self, episodes: Sequence[Episode]) -> dict[str, float]:
-        """After the sync, generator and learner score a few of the step's completions (arena/loop/canary.py)."""
+    def canary_before(self, episodes: Sequence[Episode]) -> tuple[list[Sample], list[list[float]]] | None:
+        """Before the update: the canary's turns of the step and the learner's logprobs of them, its
+        weights rounded to the generator's dtype (arena/loop/canary.py); ``None`` when the canary is off."""
         if self.canary_max_gap is None or getattr(self.generator, "model", None) is self.learner.module:
-            return {}  # off, or nothing was synced: the generator runs on the learner's own model
+            return None  # off, or nothing is synced: the generator runs on the learner's own model
         picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)
-        dtype = self.cfg.policies[self.cfg.trainable].resolved_dtype  # type: ignore[union-attr]
-        return {"sync/canary_gap": sync_gap(self.generator, self.learner, picked, dtype)} if picked else {}
+        return (picked, self.learner.score(picked, 1.0, self.generator_dtype)) if picked else None
+
+    def sync_canary(self, before: tuple[list[Sample], list[list[float]]] | None) -> dict[str, float]:
+        """After the sync, the generator and the learner score the same turns (arena/loop/canary.py)."""
+        if before is None:
+            return {}
+        picked, old = before
+        after = self.learner.score(picked, 1.0, self.generator_dtype)
+        return canary_stats(generator_logprobs(self.generator, picked), after, old)
 
     # -------------------------------------------------------------- logging
     def _log(self, row: dict[str, Any], episodes: Sequence[Episode]) -> None:

@@ -132,7 +132,8 @@ def test_the_learner_state_carries_the_master_for_an_exact_resume() -> None:
     assert torch.equal(flat(resumed.model.parameters()), flat(straight.model.parameters()))
 
 
-def test_precision_settings_resolve_and_conflicts_are_config_errors() -> None:
+def test_precision_settings_resolve_and_conflicts_are_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ARENA_AUTO_DTYPE", raising=False)  # the hardware's own choice (tests/conftest.py pins it)
     gpu = resolve_precision(LearnerConfig(param_dtype="auto", autocast_bf16="auto", device="cuda"))
     assert (gpu.param_dtype, gpu.autocast_bf16) == ("bfloat16", False)
     cpu = resolve_precision(LearnerConfig(param_dtype="auto", autocast_bf16="auto"))
