@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from games.skill_sp.sandbox import _DENIED, Limits, Sandbox, SandboxUnavailable, Status
+from test_skill_sp_sandbox import leftovers  # host processes still carrying a run's id
 
 LIMITS = Limits(wall_s=10.0, cpu_s=2, memory_mb=256, output_bytes=1 << 16, file_bytes=1 << 20, tmp_bytes=8 << 20)
 MIB = 1 << 20
@@ -42,16 +43,6 @@ def sandbox() -> Sandbox:
         pytest.skip(f"bubblewrap cannot start a sandbox on this machine: {exc}")
 
 
-def leftovers(run_id: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if run_id.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return found
 
 
 def shmem_kb() -> int:
