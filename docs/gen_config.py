@@ -87,8 +87,12 @@ def _anchor(model: type[BaseModel]) -> str:
     return f"{model.__module__}.{model.__qualname__}".replace(".", "-").lower()
 
 
-def model_table(model: type[BaseModel], seen: set[type[BaseModel]], out: list[str], level: int = 3) -> None:
-    """Append ``model``'s table, then the tables of the models its fields mention."""
+def model_table(
+    model: type[BaseModel], seen: set[type[BaseModel]], out: list[str], level: int = 3,
+    reserved: frozenset[type[BaseModel]] = frozenset(),
+) -> None:
+    """Append ``model``'s table, then the tables of the models its fields mention (except those
+    in ``reserved``: the roots of later sections, which get their tables there)."""
     if model in seen:
         return
     seen.add(model)
@@ -112,7 +116,8 @@ def model_table(model: type[BaseModel], seen: set[type[BaseModel]], out: list[st
         out.append("*(no fields)*")
     out.append("")
     for sub in dict.fromkeys(nested):
-        model_table(sub, seen, out, level)
+        if sub not in reserved:
+            model_table(sub, seen, out, level, reserved)
 
 
 def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
@@ -139,7 +144,9 @@ def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
          "`train.league` and the entries of `train.evals`.", [LeagueConfig, EvalSpec]),
         ("The games (each game's config model, from the registry)",
          "The `game:` section: `name` plus the game's own settings. "
-         "Every game's model extends `GameConfig` (`invalid`, `max_turns`).",
+         "Every game's model extends `GameConfig` (`invalid`, `max_turns`). Registered games: "
+         + ", ".join(f"`{name}`: [{game_class(name).config_type.__name__}](#{_anchor(game_class(name).config_type)})"
+                     for name in GAMES) + ".",
          games),
     ]
 
@@ -147,11 +154,13 @@ def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
 def render() -> str:
     out: list[str] = []
     seen: set[type[BaseModel]] = set()
-    for title, intro, roots in sections():
+    parts = sections()
+    for i, (title, intro, roots) in enumerate(parts):
+        later = frozenset(m for _, _, rest in parts[i + 1:] for m in rest)
         out.append(f"## {title}\n")
         out.append(intro + "\n")
         for model in roots:
-            model_table(model, seen, out)
+            model_table(model, seen, out, reserved=later)
     return "\n".join(out)
 
 
