@@ -74,3 +74,21 @@ def test_architecture_page_shows_the_import_contracts(site: Path) -> None:
     assert "<!-- import-contracts -->" not in page.read_text(encoding="utf-8")
     text = _text(page)
     assert "Plug-ins are independent" in text  # a contract's name, read from pyproject.toml
+
+
+def test_a_new_field_appears_without_writing_it_down() -> None:
+    import importlib.util
+
+    from pydantic import Field
+
+    spec = importlib.util.spec_from_file_location("arena_docs_gen_config", ROOT / "docs" / "gen_config.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+
+    class Extended(LearnerConfig):
+        brand_new_knob: int = Field(default=3, description="A field added after the docs were written.")
+
+    out: list[str] = []
+    gen.model_table(Extended, set(), out)
+    row = next(line for line in out if "`brand_new_knob`" in line)
+    assert "`int`" in row and "`3`" in row and "A field added after the docs were written." in row
