@@ -2,7 +2,7 @@
 
 Game authors' short surface: ``from arena import LLMGame, GameConfig, Phase, Invalid, Message``
 and the rest of ``__all__``, the contracts of :mod:`arena.core`, loaded on first use (so that
-``import arena.cli`` stays light). The layers are listed in README.md (Layout) and checked by
+``import arena.cli`` stays light). The layers are drawn in docs/architecture.md and checked by
 ``lint-imports`` (pyproject.toml, ``[tool.importlinter]``).
 """
 
