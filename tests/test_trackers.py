@@ -108,7 +108,8 @@ def _expected(run: Path) -> dict[int, dict[str, float]]:
 def test_config_json_records_the_code_version(tracked_run: Path) -> None:
     code = json.loads((tracked_run / "config.json").read_text())["code"]
     assert code == code_version() and code["arena_version"]
-    assert code["git_commit"] and len(code["git_commit"]) == 40  # the tests run from a git checkout
+    if (ROOT / ".git").exists():  # a checkout (a worktree's .git is a file); an unpacked sdist has none
+        assert code["git_commit"] and len(code["git_commit"]) == 40 and isinstance(code["git_dirty"], bool)
 
 
 def test_wandb_offline_holds_the_metrics_and_the_config(tracked_run: Path) -> None:
