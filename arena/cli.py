@@ -21,7 +21,7 @@ def run_cli(main: Callable[[], int | None]) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     except RuntimeError as e:
-        from policies.openai import ServerError  # light (the standard library's HTTP client)
+        from policies.openai import ServerError  # light (httpx is imported by the policy, not the module)
 
         if not isinstance(e, ServerError):
             raise

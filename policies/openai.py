@@ -13,10 +13,15 @@ Both send the request's own sampling: ``temperature`` (0 is greedy on vLLM and
 OpenAI servers), ``top_p``, ``max_tokens`` and the ``stop`` strings, which the
 server cuts from the text.
 
-Requests of one batch go out concurrently (the server batches them). Every call
-has a timeout (``timeout_s``); connection failures (refused, reset, a reply cut
-short: a server that died) and 5xx answers are retried ``retries`` times after
-``backoff_s * 2**k`` seconds (k = 0, 1, ...), so a dead server costs at most
+The HTTP client is ``httpx``: one pooled client per policy (keep-alive connections,
+up to ``max_concurrency`` of them), whose requests of one batch go out concurrently
+from a thread pool (the server batches them). Every call has a timeout
+(``timeout_s``, for connecting, each read, each write and the wait for a pooled
+connection); connection failures (refused, reset, a reply cut short: a server that
+died), timeouts and 5xx answers are retried ``retries`` times after
+``backoff_s * 2**k`` seconds (k = 0, 1, ...), by the loop in :meth:`OpenAIPolicy._post`
+(httpx's own transport retries cover connection errors only, without a backoff to
+set, and would hide attempts from the count below), so a dead server costs at most
 ``retries + 1`` attempts and ``backoff_s * (2**retries - 1)`` seconds of waiting
 (plus ``timeout_s`` per attempt only for a server that accepts connections and
 never answers). Then, and for anything else that is not the expected JSON, it
@@ -40,13 +45,10 @@ Prompts over the context limit fail only their own request, never the batch:
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -107,6 +109,13 @@ class OpenAIPolicy:
         self.max_model_len = max_model_len
         self._limit_asked = max_model_len is not None
         self._limit_lock = threading.Lock()
+        import httpx  # here, not at the top: arena/cli.py imports ServerError from this module
+
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(timeout_s),
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
+        )
         self.tokenizer = None
         if api == "completions":
             from transformers import AutoTokenizer
@@ -117,40 +126,41 @@ class OpenAIPolicy:
 
     # ------------------------------------------------------------------ HTTP
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
         url = f"{self.base_url}{path}"
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        data = json.dumps(body).encode()
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    raw = resp.read()
-            except urllib.error.HTTPError as e:
-                detail = e.read()[:4000].decode(errors="replace")
-                if e.code >= 500:
-                    last = f"HTTP {e.code}: {detail[:300]}"
-                    continue
-                if e.code == 400 and _CONTEXT_ERROR.search(detail):
-                    raise ContextOverflow(f"{url}: {detail[:300]}") from None
-                detail = detail[:300]
-                raise ServerError(f"{url} rejected the request (HTTP {e.code}): {detail}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, http.client.HTTPException) as e:
-                # http.client.HTTPException: a reply cut short (IncompleteRead) by a server that died mid-answer
-                last = str(getattr(e, "reason", e)) or type(e).__name__
+                resp = self._client.post(url, json=body)
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:  # a wrong base_url: no retry helps
+                raise ServerError(f"policy '{self.name}': {url}: {e}") from None
+            except httpx.TransportError as e:
+                # refused, reset, timed out, or a reply cut short by a server that died mid-answer
+                last = str(e) or type(e).__name__
                 continue
+            if resp.status_code >= 500:
+                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                continue
+            if resp.status_code >= 400:
+                detail = resp.text[:4000]
+                if resp.status_code == 400 and _CONTEXT_ERROR.search(detail):
+                    raise ContextOverflow(f"{url}: {detail[:300]}")
+                raise ServerError(f"{url} rejected the request (HTTP {resp.status_code}): {detail[:300]}")
             try:
-                return json.loads(raw)
-            except json.JSONDecodeError:
-                raise ServerError(f"{url} returned non-JSON: {raw[:200]!r}") from None
+                return json.loads(resp.content)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise ServerError(f"{url} returned non-JSON: {resp.content[:200]!r}") from None
         raise ServerError(
             f"policy '{self.name}': cannot reach {url} after {self.retries + 1} attempts ({last}); "
             "is the server running?"
         )
+
+    def close(self) -> None:
+        """Close the pooled connections (the policy is not used afterwards)."""
+        self._client.close()
 
     # ------------------------------------------------------------------ policy
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
@@ -171,15 +181,16 @@ class OpenAIPolicy:
     def _listed_max_model_len(self) -> int | None:
         # One plain attempt: a server without the listing (or without the field, as
         # hosted APIs) leaves the limit unknown and the 400 mapping in charge.
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        import httpx
+
         try:
-            req = urllib.request.Request(f"{self.base_url}/v1/models", headers=headers)
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                listing = json.loads(resp.read())
+            resp = self._client.get(f"{self.base_url}/v1/models")
+            resp.raise_for_status()
+            listing = json.loads(resp.content)
             for entry in listing.get("data") or []:
                 if entry.get("id") == self.model and isinstance(entry.get("max_model_len"), int):
                     return int(entry["max_model_len"])
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError):
             return None
         return None
 

@@ -61,6 +61,10 @@ class TrainConfig(BaseModel):
     keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk.")
     schedule: ScheduleConfig = Field(default_factory=JointConfig, description="Which phases train at each step (rule: joint | cycle | hysteresis | progress).")
     plot: bool = Field(default=True, description="Draw the run's curves to PNG at the end.")
+    loggers: list[str] = Field(
+        default_factory=lambda: ["tensorboard"], description="Experiment trackers besides metrics.jsonl: any of "
+        "tensorboard, wandb (offline), mlflow (a file store in the run folder); [] for none (arena/loop/loggers.py).",
+    )
     league: LeagueConfig = Field(default_factory=LeagueConfig, description="Opponent pool and rated matches (off by default).")
     save_episodes: bool = Field(
         default=True, description="Save each step's episodes with the learner's advantages to <run_dir>/episodes/ "
@@ -81,6 +85,15 @@ class TrainConfig(BaseModel):
         "(the untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> with a "
         "95% interval.",
     )
+
+    @field_validator("loggers", mode="before")
+    @classmethod
+    def _known_loggers(cls, value: Any) -> Any:
+        from arena.loop.loggers import check_names
+
+        if isinstance(value, str):  # --set train.loggers=wandb
+            value = [value]
+        return check_names(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
 
     @field_validator("evals")
     @classmethod

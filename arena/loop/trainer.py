@@ -102,6 +102,9 @@ class Trainer:
             raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
         if cfg.trainable not in cfg.seat_table().values():
             raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
+        from arena.loop.loggers import Loggers, check_installed, code_version
+
+        check_installed(cfg.train.loggers)  # before any model loads
         self.cfg = cfg
         self.run_dir = run_dir
         self.dist = dist
@@ -154,9 +157,10 @@ class Trainer:
             self._restore(checkpoint)
         elif self.metrics_path.exists() and dist.main:
             self.metrics_path.unlink()
+        config = resolved_config(cfg) | {"code": code_version()} if dist.main else {}
         if dist.main:
-            (run_dir / "config.json").write_text(json.dumps(resolved_config(cfg), indent=2))
-        self._tb = None
+            (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+        self.loggers = Loggers(cfg.train.loggers, run_dir, config)  # trackers (arena/loop/loggers.py), rank 0 only
         self.last_step = cfg.train.steps
         self.evals = None
         if cfg.train.evals:  # held-out games with the current weights (arena/loop/evals.py)
@@ -192,18 +196,19 @@ class Trainer:
 
             bar = tqdm(total=last, initial=self.step, desc="train", unit="step")
         shown = [f"game/{k}" for k in self.game_cls.headline_metrics] + ["kl"]
-        while self.step < last:
-            row = self.train_step()
-            rows.append(row)
+        try:
+            while self.step < last:
+                row = self.train_step()
+                rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix({k.split("/")[-1]: f"{row[k]:.3f}" for k in shown if isinstance(row.get(k), float)})
+                if self.step % self.cfg.train.checkpoint_every == 0 or self.step == last:
+                    self.save()
+        finally:  # a stopped run's trackers keep what was logged
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix({k.split("/")[-1]: f"{row[k]:.3f}" for k in shown if isinstance(row.get(k), float)})
-            if self.step % self.cfg.train.checkpoint_every == 0 or self.step == last:
-                self.save()
-        if bar is not None:
-            bar.close()
-        if self._tb is not None:
-            self._tb.close()
+                bar.close()
+            self.loggers.close()
         return rows
 
     def specs(self, step: int) -> list[EpisodeSpec]:
@@ -328,14 +333,7 @@ class Trainer:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}) + "\n")
         if self.cfg.runner.episodes_jsonl:
             write_jsonl(episodes, self.run_dir / self.cfg.runner.episodes_jsonl)
-        if self._tb is None:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
-        for k, v in row.items():
-            if isinstance(v, float) and math.isfinite(v):
-                self._tb.add_scalar(k, v, row["step"])
-        self._tb.flush()
+        self.loggers.log(row)
 
     # -------------------------------------------------------------- checkpoints
     def save(self) -> Path | None:

@@ -118,7 +118,8 @@ class PlayHost:
         from arena.loop.config import load_config, parse_config
 
         if name == "run":
-            return parse_config(self.run_config, "config.json")
+            # config.json's "code" (arena's version, the git commit: arena/loop/loggers.py) is no config key
+            return parse_config({k: v for k, v in self.run_config.items() if k != "code"}, "config.json")
         return load_config(name)
 
     def checkpoints(self) -> list[Path]:

@@ -101,3 +101,94 @@ def test_no_key_no_authorization_header(server: str) -> None:
     assert sorted(Recorder.seen) == [
         ("GET", "/v1/models", None), ("POST", "/v1/chat/completions", None), ("POST", "/v1/chat/completions", None),
     ], "a trailing slash in base_url is dropped; the listing is asked once"
+
+
+class Slow(http.server.BaseHTTPRequestHandler):
+    """Reads the request, then never answers (until the test ends): a hung server."""
+
+    calls = 0
+    release = threading.Event()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        Slow.calls += 1
+        Slow.release.wait(30)
+
+    def log_message(self, *args: object) -> None:
+        """Keep the test output free of access logs."""
+
+
+class KeepAlive(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive; records the client's port of every request. Its first reply is cut short
+    when ``cut_first`` is set (headers promise 1000 bytes, 10 come, the connection closes)."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+    cut_first = False
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        KeepAlive.ports.append(self.client_address[1])
+        raw = json.dumps({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if KeepAlive.cut_first and len(KeepAlive.ports) == 1:
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(raw[:10])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        """Keep the test output free of access logs."""
+
+
+def _start(handler: type[http.server.BaseHTTPRequestHandler]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def test_a_server_that_never_answers_times_out_on_every_attempt() -> None:
+    Slow.calls, Slow.release = 0, threading.Event()
+    httpd, url = _start(Slow)
+    try:
+        policy = OpenAIPolicy(url, "m", api="chat", timeout_s=0.3, retries=1, backoff_s=0.05)
+        start = time.monotonic()
+        with pytest.raises(ServerError, match=r"cannot reach .* after 2 attempts \(.*timed out.*\); is the server"):
+            policy.generate([_req()])
+        assert 0.6 <= time.monotonic() - start < 5 and Slow.calls == 2
+    finally:
+        Slow.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_requests_reuse_pooled_connections() -> None:
+    KeepAlive.ports, KeepAlive.cut_first = [], False
+    httpd, url = _start(KeepAlive)
+    try:
+        policy = OpenAIPolicy(url, "m", api="chat", timeout_s=5)
+        for _ in range(5):
+            policy.generate([_req()])
+        assert len(KeepAlive.ports) == 5 and len(set(KeepAlive.ports)) == 1, "one keep-alive connection"
+        policy.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_reply_cut_short_is_retried() -> None:
+    KeepAlive.ports, KeepAlive.cut_first = [], True
+    httpd, url = _start(KeepAlive)
+    try:
+        policy = OpenAIPolicy(url, "m", api="chat", timeout_s=5, retries=1, backoff_s=0.01)
+        (reply,) = policy.generate([_req()])
+        assert reply.text == "ok" and len(KeepAlive.ports) == 2
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
