@@ -289,8 +289,16 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
 
 
 def default_config_path(name: str) -> Path | None:
-    """A registered game's own YAML (``<its package>/<name>.yaml``) when ``name`` is a game, not a file."""
-    if Path(name).exists() or "/" in name or name.endswith((".yaml", ".yml")):
+    """A registered game's own YAML (``<its package>/<name>.yaml``) when ``name`` is a game, not a file.
+
+    ``spy`` and ``games/spy.yaml`` (when no such file exists) both name ``games/spy/spy.yaml``.
+    """
+    given = Path(name)
+    if given.exists():
+        return None
+    if given.suffix in (".yaml", ".yml") and given.parent.name == "games":
+        name = given.stem  # games/<name>.yaml: the game's own YAML
+    elif "/" in name or name.endswith((".yaml", ".yml")):
         return None
     import inspect
 
