@@ -47,6 +47,7 @@ the framework and configs check against: ``phases``, ``roles``,
 
 from __future__ import annotations
 
+import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
@@ -207,8 +208,16 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     def action_space(self, agent: str) -> CompletionSpace:
         return self._action_spaces[agent]
 
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any] | None) -> BaseModel:
+        """Strict validation of reset options: an unknown key is an error (configs use this)."""
+        return cls.options_type.model_validate(dict(options or {}))
+
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        parsed = self.options_type.model_validate(options or {})
+        """Start an episode. ``options`` are validated by ``options_type``; a key it does not know is
+        ignored with a warning, as PettingZoo expects (``api_test`` resets with ``{"options": 1}``).
+        Configs validate options strictly at start-up (:meth:`validate_options`)."""
+        parsed = self.options_type.model_validate(self._known_options(options or {}))
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         elif self._rng is None:
@@ -234,6 +243,20 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._truncation: str | None = None
         self.seat_roles = {}
         self._enter(self.setup(self._rng, parsed))
+
+    def _known_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        if self.options_type.model_config.get("extra") != "forbid":
+            return dict(options)
+        fields = self.options_type.model_fields
+        known = set(fields) | {f.alias for f in fields.values() if f.alias}
+        unknown = sorted(str(k) for k in options if k not in known)
+        if unknown:
+            warnings.warn(
+                f"{self.metadata['name']}: reset ignores unknown option(s) {', '.join(unknown)}; "
+                f"{self.options_type.__name__} knows: {', '.join(sorted(fields)) or 'none'}",
+                UserWarning, stacklevel=3,
+            )
+        return {k: v for k, v in options.items() if k in known}
 
     def observe(self, agent: str) -> ObsT:
         """The seat's observation; once the episode is over, the last one it got while it ran.

@@ -271,6 +271,11 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
 
         check_evals(cfg, origin)
     env = cfg.game.make_env()
+    for k, layout in enumerate(cfg.train.league.layouts):
+        try:  # strict at start-up; an env's reset only warns of unknown keys
+            type(env).validate_options(layout)
+        except ValidationError as e:
+            raise ConfigError(f"{origin}: {format_validation_error(e, f'train.league.layouts.{k}')}") from None
     seat_map = cfg.seat_table()
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):

@@ -31,3 +31,28 @@ def test_train_cli_with_games_name_yaml_reaches_config_validation() -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "no such config file" not in proc.stderr and "train.steps" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(registered_games()))
+def test_pettingzoo_api_and_seed_tests_pass_on_the_game_itself(name: str) -> None:
+    """PettingZoo's own tests, called directly on every registered game: no wrapper, no filtered options."""
+    from pettingzoo.test import api_test, seed_test
+
+    cls = game_class(name)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        api_test(cls(), num_cycles=50)
+    seed_test(lambda: cls(), num_cycles=50)
+    assert any("reset ignores unknown option(s) options" in str(w.message) for w in seen)
+
+
+def test_unknown_options_warn_in_reset_but_fail_in_a_config() -> None:
+    from arena.core.errors import ConfigError
+
+    spy = game_class("spy")
+    with pytest.warns(UserWarning, match=r"spy_v1: reset ignores unknown option\(s\) spyy; SpyOptions knows: .*spy"):
+        spy().reset(seed=0, options={"spyy": 1, "spy": 1})
+    with pytest.raises(Exception, match="spyy"):
+        spy.validate_options({"spyy": 1})
+    with pytest.raises(ConfigError, match=r"train.league.layouts.0.spyy: unknown key"):
+        load_config("spy", ["train.league.layouts=[{spyy: 0}]"])
