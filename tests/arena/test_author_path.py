@@ -56,3 +56,62 @@ def test_unknown_options_warn_in_reset_but_fail_in_a_config() -> None:
         spy.validate_options({"spyy": 1})
     with pytest.raises(ConfigError, match=r"train.league.layouts.0.spyy: unknown key"):
         load_config("spy", ["train.league.layouts=[{spyy: 0}]"])
+
+
+def _sealed_bid() -> type:
+    sys.path.insert(0, str(ROOT / "examples"))
+    from sealed_bid import SealedBidGame
+
+    return SealedBidGame
+
+
+def test_action_examples_errors_say_they_run_before_any_reset() -> None:
+    class ExamplesFromRoles(_sealed_bid()):  # type: ignore[misc]
+        def action_examples(self, seat: str) -> list[str]:
+            return ["40"] if self.seat_roles[seat] == "bidder" else ["90"]
+
+    with pytest.raises(RuntimeError, match=r"action_examples\('appraiser_0'\) raised AttributeError.*before any reset"):
+        ExamplesFromRoles()
+
+
+def test_actions_and_outputs_are_public_and_refuse_an_open_hidden_phase() -> None:
+    env = _sealed_bid()()
+    env.reset(seed=0)
+    env.step("I think 70")  # the public appraise phase closes
+    assert env.outputs("appraise") == {"appraiser_0": "I think 70"} and env.actions("appraise") == {"appraiser_0": 70}
+    env.step("55")  # bidder_0 in the hidden bid phase
+    with pytest.raises(PermissionError, match="still open"):
+        env.actions("bid")
+    env.step("60")
+    assert env.actions("bid", 0) == {"bidder_0": 55, "bidder_1": 60}
+
+
+def test_sealed_needs_hidden_and_a_known_value() -> None:
+    from arena.core.game import Phase
+
+    with pytest.raises(ValueError, match="must be hidden"):
+        Phase("bid", ("a",), hidden=False, sealed="episode")
+    with pytest.raises(ValueError, match="sealed must be"):
+        Phase("bid", ("a",), sealed="always")  # type: ignore[arg-type]
+
+
+def test_transcripts_show_the_rules_once() -> None:
+    from arena.core.transcript import format_episode
+    from arena.testing import play_texts
+
+    text = format_episode(play_texts(_sealed_bid()(), 0, ["I bid 40", "55"]))
+    assert text.count("<system> A sealed-bid auction") == 1
+    assert "<system> (the same system message as appraiser_0's turn 0)" in text
+
+
+def test_play_says_it_is_loading_the_model_before_it_does(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import arena.loop.build as build
+    from arena.play import main
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise SystemExit(7)
+
+    monkeypatch.setattr(build, "build_policies", stop)
+    with pytest.raises(SystemExit):
+        main([str(ROOT / "examples" / "sealed_bid.yaml")])
+    assert "loading model smollm2-135m for policy 'learner'" in capsys.readouterr().err

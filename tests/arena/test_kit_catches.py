@@ -32,8 +32,18 @@ class LeaksParsedValues(LowestUniqueGame):
 
     observation_type = TallyObservation
 
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        self.picked: dict[str, int] = {}  # the game's own tally (LLMGame.actions refuses an open hidden phase)
+        return super().setup(rng, options)
+
+    def parse(self, seat: str, text: str) -> Any:
+        value = super().parse(seat, text)
+        if isinstance(value, int):
+            self.picked[seat] = value
+        return value
+
     def observe_seat(self, seat: str) -> TallyObservation:
-        picked = [a for a in self._actions.values() if isinstance(a, int)]
+        picked = list(self.picked.values())
         base = super().observe_seat(seat)
         return TallyObservation(**base.model_dump(), lowest_so_far=min(picked) if picked else None)
 
