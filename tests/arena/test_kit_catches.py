@@ -193,3 +193,29 @@ def test_global_random_is_named_as_the_cause_every_time(global_seed: int) -> Non
     random.seed(global_seed)
     with pytest.raises(AssertionError, match=r"global random state"):
         check_game(lambda: GlobalCoin())
+
+
+class RevealsBidsAtTheEnd(SealsFirstBids):
+    """First-round bids sealed for the episode, shown once it is over: right for "episode", a leak for "forever"."""
+
+    sealed = "episode"
+
+    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
+        nxt = super().close_phase(phase, actions)
+        if phase.name == "appraise":
+            return Phase("bid", BIDDERS, sealed=self.sealed)
+        if nxt is None:  # the end: the first round is revealed
+            self.first_bids = {b: a for b, a in self.actions("bid").items() if not isinstance(a, Invalid)}
+        return nxt
+
+
+class SealsForeverButRevealsAtTheEnd(RevealsBidsAtTheEnd):
+    sealed = "forever"
+
+
+def test_sealed_forever_is_checked_in_the_final_views() -> None:
+    check_game(lambda: RevealsBidsAtTheEnd())
+    with pytest.raises(AssertionError, match=r"phase 'bid' \(occurrence 0\) is hidden, but what \w+ sees changes with "
+                                             r"what bidder_0, bidder_1 wrote in it: .* after the episode ended, though "
+                                             r"the phase is sealed='forever'"):
+        check_game(lambda: SealsForeverButRevealsAtTheEnd())
