@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from arena.cli import run_cli
 from arena.core.transcript import format_episode
@@ -45,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg = cfg.model_copy(update={"seats": seats})
     from arena.loop.build import build_policies, build_runner
 
-    policies = build_policies(cfg, names=dict.fromkeys(seats.values()))
     seed = cfg.play.seed if args.seed is None else args.seed
     episodes = cfg.play.episodes if args.episodes is None else args.episodes
+    for name in dict.fromkeys(seats.values()):  # loading a model takes minutes on CPU: say so first
+        model = getattr(cfg.policy_spec(name), "model", None)
+        if model is not None:
+            print(f"loading model {model} for policy {name!r} (minutes on CPU the first time) ...", file=sys.stderr, flush=True)
+    policies = build_policies(cfg, names=dict.fromkeys(seats.values()))
+    print(f"playing {episodes} game(s) of {cfg.game.name} from seed {seed} ...", file=sys.stderr, flush=True)
     runner = build_runner(
         cfg, policies, state=cfg.game.make_env().make_state(),
         num_envs=1 if args.human else min(episodes, cfg.runner.num_envs),

@@ -2,6 +2,7 @@
 
     python -m arena.train games/spy/spy.yaml
     python -m arena.train spy                                         # a game's own YAML, by name
+    python -m arena.train games/spy.yaml                              # the same (games/<name>.yaml)
     python -m arena.train games/spy/spy.yaml --set learner.lr=3e-6 --max-steps 5
     python -m arena.train games/spy/spy.yaml --resume runs/spy       # newest checkpoint of a run
     torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # 2 ranks (arena/core/distributed.py)

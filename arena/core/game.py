@@ -4,12 +4,21 @@ A game writes only its rules; this class wires them into PettingZoo:
 
 * **Actions are completion text.** ``step(text)`` hands the text to the game's
   ``parse``; any string is legal input.
-* **Phases.** A game is a sequence of :class:`Phase` objects. Within a *hidden*
-  phase the acting seats move one after another in AEC order, but nobody can
-  read another seat's output until the phase closes: outputs of an open phase
-  are only reachable through :meth:`LLMGame.outputs`, which refuses while the
-  phase is open. Because of that, all pending seats of a hidden phase can be
-  generated in one batch (:meth:`LLMGame.pending_seats`).
+* **Phases.** A game is a sequence of :class:`Phase` objects. A phase is
+  *hidden* unless it says ``hidden=False``. Within a hidden phase the acting
+  seats move one after another in AEC order, but nobody can read another seat's
+  output until the phase closes: outputs of an open phase are only reachable
+  through :meth:`LLMGame.outputs` (raw text) and :meth:`LLMGame.actions` (parsed
+  values), which refuse while a hidden phase is open. Because of that, all
+  pending seats of a hidden phase can be generated in one batch
+  (:meth:`LLMGame.pending_seats`). ``Phase(..., sealed="episode"|"forever")``
+  declares that a hidden phase's outputs stay secret after it closes too (the
+  kit checks it).
+* **Public phases** (``hidden=False``): seats act in turn, and a later seat sees
+  the earlier seats' replies only if ``observe_seat`` puts them in its
+  observation: read them with ``self.outputs(phase_name)`` (raw text so far, by
+  seat) or ``self.actions(phase_name)`` (parsed so far). ``close_phase`` gets the
+  final parsed actions; closed occurrences stay readable through both.
 * **Invalid output** (``parse`` returned :class:`Invalid`) follows the game's
   :class:`InvalidOutputConfig`: ``na`` hands the game an abstention, ``penalty``
   also credits a fixed penalty to that turn, ``retry`` asks the seat again (with
@@ -43,10 +52,15 @@ Subclasses implement :meth:`setup`, :meth:`observe_seat`, :meth:`render_messages
 :meth:`episode_metrics`, :meth:`outcome_scores`. Class attributes declare what
 the framework and configs check against: ``phases``, ``roles``,
 ``headline_metrics`` and ``plot_panels``.
+
+Build order: ``__init__`` validates the config, then calls :meth:`seat_names` and
+:meth:`action_examples` for every seat, **before any reset**: both may read
+``self.config`` but not what :meth:`setup` sets (roles, drawn values).
 """
 
 from __future__ import annotations
 
+import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
@@ -105,7 +119,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
         self.possible_agents = list(self.seat_names())
-        self._action_spaces = {s: CompletionSpace(self.action_examples(s)) for s in self.possible_agents}
+        self._action_spaces = {s: CompletionSpace(self._build_examples(s)) for s in self.possible_agents}
         self._observation_spaces = {
             s: MessageSpace(self.observation_type, self.sample_observation) for s in self.possible_agents
         }
@@ -114,6 +128,16 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self.agents: list[str] = []
         self.shared: Any = None
         self.seat_roles: dict[str, str] = {}
+
+    def _build_examples(self, seat: str) -> Sequence[str]:
+        try:
+            return self.action_examples(seat)
+        except Exception as e:  # noqa: BLE001 - re-raised with when it ran
+            raise RuntimeError(
+                f"{type(self).__name__}.action_examples({seat!r}) raised {type(e).__name__}: {e}. It is called while "
+                "the game is being built (in __init__, before any reset), so it may read self.config but not what "
+                "setup() sets; return examples that do not depend on the episode"
+            ) from e
 
     # ------------------------------------------------------------ shared state
     def make_state(self) -> GameState | None:
@@ -161,7 +185,10 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         return {"episode": self.episode_id, "phase": phase, "role": self.role(seat)}
 
     def action_examples(self, seat: str) -> Sequence[str]:
-        """Well-formed completions for random play (conformance tests)."""
+        """Well-formed completions for random play (conformance tests).
+
+        Called once per seat while the game is built, before any reset: use
+        ``self.config`` only, never episode state set in :meth:`setup`."""
         return ()
 
     def probe_prompts(self, seat: str) -> dict[str, list[ChatMessage]]:
@@ -207,8 +234,16 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     def action_space(self, agent: str) -> CompletionSpace:
         return self._action_spaces[agent]
 
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any] | None) -> BaseModel:
+        """Strict validation of reset options: an unknown key is an error (configs use this)."""
+        return cls.options_type.model_validate(dict(options or {}))
+
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        parsed = self.options_type.model_validate(options or {})
+        """Start an episode. ``options`` are validated by ``options_type``; a key it does not know is
+        ignored with a warning, as PettingZoo expects (``api_test`` resets with ``{"options": 1}``).
+        Configs validate options strictly at start-up (:meth:`validate_options`)."""
+        parsed = self.options_type.model_validate(self._known_options(options or {}))
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         elif self._rng is None:
@@ -226,6 +261,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._final_turn: dict[tuple[str, str, int], int] = {}
         self._open_outputs: dict[str, str] = {}
         self._closed_outputs: dict[tuple[str, int], dict[str, str]] = {}
+        self._closed_actions: dict[tuple[str, int], dict[str, Any]] = {}
         self._occurrences: dict[str, int] = {}
         self._actions: dict[str, Any] = {}
         self._attempts: dict[str, list[Turn]] = {}
@@ -234,6 +270,20 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._truncation: str | None = None
         self.seat_roles = {}
         self._enter(self.setup(self._rng, parsed))
+
+    def _known_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        if self.options_type.model_config.get("extra") != "forbid":
+            return dict(options)
+        fields = self.options_type.model_fields
+        known = set(fields) | {f.alias for f in fields.values() if f.alias}
+        unknown = sorted(str(k) for k in options if k not in known)
+        if unknown:
+            warnings.warn(
+                f"{self.metadata['name']}: reset ignores unknown option(s) {', '.join(unknown)}; "
+                f"{self.options_type.__name__} knows: {', '.join(sorted(fields)) or 'none'}",
+                UserWarning, stacklevel=3,
+            )
+        return {k: v for k, v in options.items() if k in known}
 
     def observe(self, agent: str) -> ObsT:
         """The seat's observation; once the episode is over, the last one it got while it ran.
@@ -326,6 +376,18 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         if is_open:
             return dict(self._open_outputs)
         return dict(self._closed_outputs.get((phase, index), {}))
+
+    def actions(self, phase: str, occurrence: int | None = None) -> dict[str, Any]:
+        """Parsed actions (``Invalid`` for abstentions) of a phase occurrence, by seat; the
+        same rules as :meth:`outputs`: refuses for the open occurrence of a hidden phase."""
+        latest = self._occurrences.get(phase, 0) - 1
+        index = latest if occurrence is None else occurrence
+        if (phase, index) in self._closed_actions:
+            return dict(self._closed_actions[(phase, index)])
+        is_open = not self.done and phase == self._phase.name and index == self.phase_index
+        if is_open and self._phase.hidden:
+            raise PermissionError(f"phase {phase!r} is still open: its actions are hidden")
+        return dict(self._actions) if is_open else {}
 
     def credit(self, seat: str, phase: str, amount: float, occurrence: int | None = None) -> None:
         """Book ``amount`` on ``seat``'s final turn of ``phase`` (default: its latest occurrence)."""
@@ -454,6 +516,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         closing = self._phase
         self._closed_outputs[(closing.name, self.phase_index)] = dict(self._open_outputs)
         actions, self._actions = self._actions, {}
+        self._closed_actions[(closing.name, self.phase_index)] = dict(actions)
         self._open_outputs, self._attempts = {}, {}
         nxt = self.close_phase(closing, actions)
         if nxt is None:

@@ -57,11 +57,36 @@ class NoOptions(BaseModel):
 
 @dataclass(frozen=True)
 class Phase:
-    """A stage of the game in which ``seats`` act once each, in order."""
+    """A stage of the game in which ``seats`` act once each, in order.
+
+    * ``hidden`` (default **True**: a phase is secret unless it says otherwise):
+      while the phase is open no seat can read another's output from it
+      (:meth:`LLMGame.outputs` refuses), and its pending seats are generated in one
+      batch. ``hidden=False`` makes a *public* phase: seats act in turn and a later
+      seat may be shown what earlier seats wrote (``outputs(name)`` on the open
+      phase returns the replies so far).
+    * ``sealed``: a hidden phase whose outputs stay secret after it closes:
+      ``"episode"`` until the episode ends, ``"forever"`` even in the final
+      observations. The base does not enforce it (the game's own ``close_phase``
+      reads the actions); the conformance kit checks that neither the text nor a
+      value parsed from it reaches another seat's observation or prompt.
+    * ``free_text``: any reply is a legal action in this phase (a description, an
+      answer, or a verdict whose unparseable form has a declared score). Otherwise the kit feeds replies nobody could parse (empty, control
+      characters) and requires ``parse`` to return :class:`Invalid` for them, so an
+      unparseable reply is never silently turned into a default action.
+    """
 
     name: str
     seats: tuple[str, ...]
     hidden: bool = True
+    sealed: Literal["episode", "forever"] | None = None
+    free_text: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sealed not in (None, "episode", "forever"):
+            raise ValueError(f"phase {self.name!r}: sealed must be 'episode', 'forever' or None (got {self.sealed!r})")
+        if self.sealed and not self.hidden:
+            raise ValueError(f"phase {self.name!r}: a sealed phase must be hidden (hidden=True)")
 
 
 class TextGenerator(Protocol):

@@ -7,20 +7,34 @@ import textwrap
 from arena.core.types import Episode
 
 
-def _indent(text: str, width: int | None) -> str:
+def _cut(text: str, width: int | None) -> str:
     if width is not None and len(text) > width:
         text = text[:width] + f" ... [{len(text) - width} more chars]"
-    return textwrap.indent(text, "    ")
+    return text
+
+
+def _indent(text: str, width: int | None) -> str:
+    return textwrap.indent(_cut(text, width), "    ")
 
 
 def format_episode(ep: Episode, max_chars: int | None = 600) -> str:
-    """The episode as plain text; prompts repeated verbatim are shown once."""
+    """The episode as plain text; prompts repeated verbatim are shown once, and so is each
+    system message (the rules), named by the turn that first showed it afterwards."""
     lines = [f"=== {ep.game} episode {ep.episode_id} (seed {ep.seed})"]
     if ep.info:
         lines.append("    " + ", ".join(f"{k}={v}" for k, v in ep.info.items()))
     seen: dict[str, str] = {}
+    systems: dict[str, str] = {}  # a system message (the rules) is shown in full once, then named
     for turn in ep.turns:
-        prompt = "\n".join(f"<{m['role']}> {m['content']}" for m in turn.messages if m["role"] != "system")
+        parts = []
+        for m in turn.messages:
+            if m["role"] == "system" and m["content"] in systems:
+                parts.append(f"<system> (the same system message as {systems[m['content']]})")
+                continue
+            if m["role"] == "system":
+                systems[m["content"]] = f"{turn.seat}'s turn {turn.index}"
+            parts.append(_cut(f"<{m['role']}> {m['content']}", max_chars))  # each message, so rules never hide the ask
+        prompt = "\n".join(parts)
         tag = f"[{turn.phase}] {turn.seat} ({turn.role})"
         lines.append("")
         lines.append(f"--- {tag} saw:")
@@ -28,7 +42,7 @@ def format_episode(ep: Episode, max_chars: int | None = 600) -> str:
             lines.append(f"    (the same prompt as {seen[prompt]})")
         else:
             seen[prompt] = turn.seat
-            lines.append(_indent(prompt, max_chars))
+            lines.append(_indent(prompt, None))
         lines.append(f"--- {tag} wrote:")
         lines.append(_indent(turn.completion, max_chars))
         action = turn.action if turn.action is None or len(turn.action) <= 80 else turn.action[:77] + "..."

@@ -284,6 +284,11 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
 
         check_evals(cfg, origin)
     env = cfg.game.make_env()
+    for k, layout in enumerate(cfg.train.league.layouts):
+        try:  # strict at start-up; an env's reset only warns of unknown keys
+            type(env).validate_options(layout)
+        except ValidationError as e:
+            raise ConfigError(f"{origin}: {format_validation_error(e, f'train.league.layouts.{k}')}") from None
     seat_map = cfg.seat_table()
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
@@ -302,8 +307,16 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
 
 
 def default_config_path(name: str) -> Path | None:
-    """A registered game's own YAML (``<its package>/<name>.yaml``) when ``name`` is a game, not a file."""
-    if Path(name).exists() or "/" in name or name.endswith((".yaml", ".yml")):
+    """A registered game's own YAML (``<its package>/<name>.yaml``) when ``name`` is a game, not a file.
+
+    ``spy`` and ``games/spy.yaml`` (when no such file exists) both name ``games/spy/spy.yaml``.
+    """
+    given = Path(name)
+    if given.exists():
+        return None
+    if given.suffix in (".yaml", ".yml") and given.parent.name == "games":
+        name = given.stem  # games/<name>.yaml: the game's own YAML
+    elif "/" in name or name.endswith((".yaml", ".yml")):
         return None
     import inspect
 

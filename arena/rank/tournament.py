@@ -127,6 +127,7 @@ def check_layouts(cfg: ArenaConfig, layouts: Sequence[Mapping[str, Any]]) -> dic
         seen = []
         for seed in (HELD_PROBE, HELD_PROBE + 1, HELD_PROBE + 2):
             try:
+                type(env).validate_options(layout)  # strict here: reset itself only warns of unknown keys
                 env.reset(seed=seed, options=dict(layout))
             except Exception as e:  # noqa: BLE001 - any refusal of the options is a config error
                 raise ConfigError(f"--layouts: {dict(layout)} is not valid for {cfg.game.name}: {e}".replace("\n", " ")) from None

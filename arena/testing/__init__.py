@@ -3,9 +3,14 @@
     from arena.testing import check_game
     check_game(lambda: MyGame(), bot=my_bot)
 
-``check_game`` runs PettingZoo's ``api_test`` and ``seed_test`` and the generic
-invariants in :mod:`arena.testing.invariants`; :mod:`arena.testing.strategies`
-has Hypothesis strategies for adversarial completions.
+``check_game`` runs PettingZoo's ``api_test`` and ``seed_test`` (on the game
+itself, unwrapped) and the generic invariants in :mod:`arena.testing.invariants`:
+a seed replays (global random state is named when it does not), any string is a
+legal action (adversarial and 100,000-character replies included), a reply nobody
+could parse is marked invalid unless its phase is ``free_text``, hidden phases
+leak nothing while open and ``sealed`` ones nothing after they close, and
+declared zero-sum rewards sum to zero. :mod:`arena.testing.strategies` has
+Hypothesis strategies for adversarial completions.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from arena.testing.invariants import (
     check_pettingzoo_api,
     check_seed_determinism,
     check_seeded_replay,
+    check_unparseable_is_invalid,
     check_zero_sum,
     play_texts,
 )
-from arena.testing.strategies import ADVERSARIAL, completions
+from arena.testing.strategies import ADVERSARIAL, LONG, completions
 
 
 def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] = (0, 1, 2)) -> None:
@@ -31,6 +37,8 @@ def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] 
     for seed in seeds:  # arena's own checks first: their messages name the seat and phase
         check_seed_determinism(env_fn, seed)
         check_any_text_is_legal(env_fn, ADVERSARIAL, seed)
+        check_any_text_is_legal(env_fn, LONG, seed)
+        check_unparseable_is_invalid(env_fn, seed)
         check_hidden_outputs(env_fn, seed)
         check_hidden_information(env_fn, seed)
         check_zero_sum(env_fn, ADVERSARIAL, seed)
@@ -41,6 +49,7 @@ def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] 
 
 __all__ = [
     "ADVERSARIAL",
+    "LONG",
     "EnvFn",
     "check_any_text_is_legal",
     "check_game",
@@ -49,6 +58,7 @@ __all__ = [
     "check_pettingzoo_api",
     "check_seed_determinism",
     "check_seeded_replay",
+    "check_unparseable_is_invalid",
     "check_zero_sum",
     "completions",
     "play_texts",

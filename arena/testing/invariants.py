@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import random
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
-from arena.core.game import LLMGame
+from arena.core.game import LLMGame, Phase
 from arena.core.types import Episode
 from pettingzoo.test import api_test, seed_test
 
@@ -27,25 +29,52 @@ _PETTINGZOO_NUDGES = (
 
 
 def check_pettingzoo_api(env_fn: EnvFn, num_cycles: int = 50) -> None:
-    """PettingZoo's own ``api_test`` and ``seed_test``."""
-    env = env_fn()
-    strict_reset = env.reset
-    known = set(env.options_type.model_fields)
-
-    def reset(seed: int | None = None, options: dict | None = None) -> None:
-        # api_test resets with options={"options": 1} just to see that options are
-        # accepted; arena's options are typed and unknown keys are errors, so the
-        # probe key is dropped here and nowhere else.
-        strict_reset(seed=seed, options={k: v for k, v in (options or {}).items() if k in known})
-
-    env.reset = reset  # type: ignore[method-assign]
+    """PettingZoo's own ``api_test`` and ``seed_test``, called on the game itself (no wrapper)."""
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         # PettingZoo nudges towards NumPy spaces and prints progress lines; arena's
         # typed messages are deliberate, and a failure still raises with its message.
-        for pattern in _PETTINGZOO_NUDGES:
+        # api_test resets with options={"options": 1}; the game ignores that key with a warning.
+        for pattern in (*_PETTINGZOO_NUDGES, ".*reset ignores unknown option"):
             warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
-        api_test(env, num_cycles=num_cycles)
+        api_test(env_fn(), num_cycles=num_cycles)
         seed_test(env_fn, num_cycles=num_cycles)
+
+
+_GLOBAL_RANDOM = (
+    "Does the game draw from global random state (random, numpy.random, time) instead of self.rng / the rng "
+    "passed to setup?"
+)
+
+
+class GlobalRandomWatch:
+    """Notices the game consuming the global ``random`` or ``numpy.random`` generators since it was made.
+
+    Exact, unlike comparing two runs (two draws from a small range agree by chance)."""
+
+    def __init__(self) -> None:
+        self._py = random.getstate()
+        _, keys, *self._np_rest = np.random.get_state(legacy=True)  # type: ignore[misc]
+        self._np_keys = keys.copy()
+
+    def check(self, what: str) -> None:
+        _, keys, *rest = np.random.get_state(legacy=True)  # type: ignore[misc]
+        moved = ["random"] if random.getstate() != self._py else []
+        if not np.array_equal(keys, self._np_keys) or rest != self._np_rest:
+            moved.append("numpy.random")
+        if moved:
+            raise AssertionError(
+                f"{what}: the game drew from global random state ({' and '.join(moved)}) instead of self.rng / the "
+                "rng passed to setup, so a seed does not replay the game (any other difference the kit sees follows "
+                "from this)"
+            )
+
+
+@contextlib.contextmanager
+def global_random_guard(what: str) -> Iterator[None]:
+    """Fails when the game consumed global random state inside the block (see :class:`GlobalRandomWatch`)."""
+    watch = GlobalRandomWatch()
+    yield
+    watch.check(what)
 
 
 def play_texts(env: LLMGame, seed: int, texts: Iterable[str]) -> Episode:
@@ -89,43 +118,78 @@ def _markers(env: LLMGame, seat: str, rng: np.random.Generator) -> Iterator[str]
         yield f"{examples[int(rng.integers(len(examples)))]}\n{marker}", marker
 
 
+def _sealed_open(phase: Phase, done: bool) -> bool:
+    return phase.sealed == "forever" or (phase.sealed == "episode" and not done)
+
+
 def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
-    """While a hidden phase is open, no seat's observation or prompt shows another's output from it."""
+    """While a hidden phase is open, no seat's observation or prompt shows another's output from it.
+
+    A sealed phase (``Phase(sealed=...)``) is checked after it closes too: until the
+    episode ends (``"episode"``) or also in the final views (``"forever"``).
+    """
     env = env_fn()
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     makers = {s: _markers(env, s, rng) for s in env.possible_agents}
     open_marks: dict[str, str] = {}
+    sealed: list[tuple[Phase, tuple[str, int], dict[str, str]]] = []
     phase = (env.phase.name, env.phase_index)  # an occurrence, not a name: phases may repeat
+    current = env.phase
+
+    def look() -> None:
+        for viewer in env.possible_agents:
+            seen = _final_view(env, viewer) if env.done else _view(env, viewer)
+            marks = [(phase, "is hidden", open_marks)] if current.hidden and not env.done else []
+            marks += [(where, f"is sealed ({p.sealed!r})", m) for p, where, m in sealed if _sealed_open(p, env.done)]
+            for where, what, by_author in marks:
+                for author, mark in by_author.items():
+                    assert author == viewer or mark not in seen, (
+                        f"phase {where!r} {what} but {viewer} can see {author}'s output"
+                        + (" after it closed" if where != phase or env.done else "")
+                    )
+
     while not env.done:
         if (env.phase.name, env.phase_index) != phase:
-            phase, open_marks = (env.phase.name, env.phase_index), {}
-        if env.phase.hidden:
-            for viewer in env.possible_agents:
-                seen = env.observe(viewer).model_dump_json() + repr(env.prompt(viewer))
-                for author, mark in open_marks.items():
-                    assert author == viewer or mark not in seen, (
-                        f"phase {phase!r} is hidden but {viewer} can see {author}'s output"
-                    )
+            if current.sealed:
+                sealed.append((current, phase, open_marks))
+            phase, open_marks, current = (env.phase.name, env.phase_index), {}, env.phase
+        look()
         seat = env.agent_selection
         text, mark = next(makers[seat])
         env.step(text)
         open_marks[seat] = mark
+    if current.sealed:
+        sealed.append((current, phase, open_marks))
+    if any(p.sealed == "forever" for p, _, _ in sealed):
+        look()  # the final views
 
 
 def _view(env: LLMGame, seat: str) -> str:
     return env.observe(seat).model_dump_json() + repr(env.prompt(seat))
 
 
-def _example_texts(env: LLMGame, rng: np.random.Generator, seed: int) -> list[tuple[str, str, tuple[str, int], bool]]:
-    """Play one game on the seats' example completions: (seat, text, phase occurrence, hidden) per step."""
+def _final_view(env: LLMGame, seat: str) -> str:
+    """What a seat is shown once the episode is over (its final observation, rendered)."""
+    try:
+        final = env.observe_seat(seat)
+        return final.model_dump_json() + repr(env.render_messages(final))
+    except Exception:  # noqa: BLE001 - a game need not describe a finished game (LLMGame.observe)
+        return env.observe(seat).model_dump_json()
+
+
+Step = tuple[str, str, tuple[str, int], Phase]
+
+
+def _example_texts(env: LLMGame, rng: np.random.Generator, seed: int) -> list[Step]:
+    """Play one game on the seats' example completions: (seat, text, phase occurrence, phase) per step."""
     env.reset(seed=seed)
     steps = []
     while not env.done:
         seat = env.agent_selection
         examples = env.action_space(seat).examples or ("",)
         text = examples[int(rng.integers(len(examples)))]
-        steps.append((seat, text, (env.phase.name, env.phase_index), env.phase.hidden))
+        steps.append((seat, text, (env.phase.name, env.phase_index), env.phase))
         env.step(text)
     return steps
 
@@ -143,6 +207,10 @@ def _replay(env_fn: EnvFn, seed: int, texts: list[str]) -> LLMGame:
     return env
 
 
+def _where(env: LLMGame) -> tuple[Any, ...]:
+    return (True,) if env.done else (env.phase.name, env.phase_index, env.agent_selection)
+
+
 def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
     """In a hidden phase, what a seat sees cannot depend on what the others wrote in it.
 
@@ -150,31 +218,88 @@ def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
     observation and prompt are compared between the game as played and the same
     game in which every OTHER seat wrote a different completion in that phase.
     This catches parsed values leaking (a running tally, a "highest bid so far"),
-    not only raw text.
+    not only raw text. A sealed phase is compared again after it closes: at the
+    next move and at the episode's last move, and for ``sealed="forever"`` in the
+    final views once the episode is over.
     """
+    watch = GlobalRandomWatch()
     env = env_fn()
     steps = _example_texts(env, np.random.default_rng(seed), seed)
     occurrences: dict[tuple[str, int], list[int]] = {}
-    for i, (_, _, key, hidden) in enumerate(steps):
-        if hidden:
+    for i, (_, _, key, phase) in enumerate(steps):
+        if phase.hidden:
             occurrences.setdefault(key, []).append(i)
-    for (phase, occurrence), idx in occurrences.items():
-        last = idx[-1]
-        played = _replay(env_fn, seed, [t for _, t, _, _ in steps[:last]])
-        for viewer in played.possible_agents:
-            swapped = [
-                _other_text(played, seat, text) if i in idx and seat != viewer else text
-                for i, (seat, text, _, _) in enumerate(steps[:last])
-            ]
-            other = _replay(env_fn, seed, swapped)
-            if (other.phase.name, other.phase_index, other.agent_selection) != (phase, occurrence, played.agent_selection):
-                continue  # the swap changed the course of the game (a retry); nothing comparable
-            writers = sorted({steps[i][0] for i in idx[:-1] if steps[i][0] != viewer})
-            assert _view(played, viewer) == _view(other, viewer), (
-                f"phase {phase!r} (occurrence {occurrence}) is hidden, but what {viewer} sees changes with what "
-                f"{', '.join(writers)} wrote in it: an output (or a value parsed from it) leaks into its "
-                "observation or prompt before the phase closes"
+    for (name, occurrence), idx in occurrences.items():
+        last, phase = idx[-1], steps[idx[-1]][3]
+        points = [last]
+        if phase.sealed:
+            points += sorted({p for p in (last + 1, len(steps) - 1) if last < p < len(steps)})
+        if phase.sealed == "forever":
+            points.append(len(steps))
+        for point in points:
+            texts = [t for _, t, _, _ in steps[:point]]
+            played = _replay(env_fn, seed, texts)
+            for viewer in played.possible_agents:
+                swapped = [
+                    _other_text(played, seat, text) if i in idx and seat != viewer else text
+                    for i, (seat, text, _, _) in enumerate(steps[:point])
+                ]
+                other = _replay(env_fn, seed, swapped)
+                if _where(other) != _where(played):
+                    continue  # the swap changed the course of the game (a retry); nothing comparable
+                view = _final_view if played.done else _view
+                if view(played, viewer) == view(other, viewer):
+                    continue
+                watch.check(f"seed {seed}, hidden phase {name!r}")  # a difference from global random is not a leak
+                if view(_replay(env_fn, seed, texts), viewer) != view(played, viewer):
+                    raise AssertionError(
+                        f"seed {seed}: {viewer}'s view differs between two replays of the same game (same seed, same "
+                        f"completions), so the kit cannot check hidden phase {name!r}. {_GLOBAL_RANDOM}"
+                    )
+                writers = sorted({steps[i][0] for i in idx if i < point and steps[i][0] != viewer})
+                if point == last:
+                    when = "before the phase closes"
+                elif played.done:
+                    when = f"after the episode ended, though the phase is sealed={phase.sealed!r}"
+                else:
+                    when = f"after the phase closed, though it is sealed={phase.sealed!r}"
+                raise AssertionError(
+                    f"phase {name!r} (occurrence {occurrence}) is hidden, but what {viewer} sees changes with what "
+                    f"{', '.join(writers)} wrote in it: an output (or a value parsed from it) leaks into its "
+                    f"observation or prompt {when}"
+                )
+    watch.check(f"seed {seed}, the hidden-information check's replays")
+
+
+UNPARSEABLE = ("", " ", "\n\n", "\x00\x01\x02", "\u202e\u200b\ufeff")
+
+
+def check_unparseable_is_invalid(env_fn: EnvFn, seed: int = 0, texts: Iterable[str] = UNPARSEABLE) -> None:
+    """A reply nobody could parse is marked invalid, never silently turned into a default action.
+
+    Every other move gets one of ``texts`` (empty, blank, control characters), the
+    rest a seat's example, so the game reaches its later phases. Phases declared
+    ``Phase(..., free_text=True)`` (any text is an action there) are skipped.
+    """
+    pool = list(texts)
+    for offset in (0, 1):
+        env = env_fn()
+        env.reset(seed=seed)
+        rng = np.random.default_rng(seed)
+        k = 0
+        while not env.done and k < 10_000:
+            seat, phase = env.agent_selection, env.phase
+            examples = env.action_space(seat).examples or ("",)
+            bad = (k + offset) % 2 == 0
+            text = pool[(k // 2) % len(pool)] if bad else examples[int(rng.integers(len(examples)))]
+            env.step(text)
+            turn = env.turns[-1]
+            assert not (bad and turn.valid and not phase.free_text), (
+                f"{seat} in phase {phase.name!r}: the unparseable reply {text!r} became the action {turn.action!r}; "
+                "parse must return Invalid(reason) for it (or declare Phase(..., free_text=True) if any text is "
+                "a legal action in that phase)"
             )
+            k += 1
 
 
 def check_zero_sum(env_fn: EnvFn, texts: Iterable[str], seed: int = 0) -> None:
@@ -208,24 +333,24 @@ def check_zero_sum(env_fn: EnvFn, texts: Iterable[str], seed: int = 0) -> None:
 def check_seed_determinism(env_fn: EnvFn, seed: int = 0, steps: int = 200) -> None:
     """Two games reset with the same seed and fed the same completions see the same at every step."""
     a, b = env_fn(), env_fn()
-    a.reset(seed=seed)
     rng = np.random.default_rng(seed)
-    b.reset(seed=seed)
-    for k in range(steps):
-        if a.done or b.done:
-            break
-        for seat in a.possible_agents:
-            if _view(a, seat) != _view(b, seat):
-                raise AssertionError(
-                    f"seed {seed}, step {k}: {seat}'s observation in phase {a.phase.name!r} differs between two "
-                    "games reset with the same seed and given the same completions. Does the game draw from global "
-                    "random state (random, numpy.random, time) instead of self.rng / the rng passed to setup?"
-                )
-        seat = a.agent_selection
-        examples = a.action_space(seat).examples or ("",)
-        text = examples[int(rng.integers(len(examples)))]
-        a.step(text)
-        b.step(text)
+    with global_random_guard(f"seed {seed}: reset and {steps} steps on example completions"):
+        a.reset(seed=seed)
+        b.reset(seed=seed)
+        for k in range(steps):
+            if a.done or b.done:
+                break
+            for seat in a.possible_agents:
+                if _view(a, seat) != _view(b, seat):
+                    raise AssertionError(
+                        f"seed {seed}, step {k}: {seat}'s observation in phase {a.phase.name!r} differs between two "
+                        f"games reset with the same seed and given the same completions. {_GLOBAL_RANDOM}"
+                    )
+            seat = a.agent_selection
+            examples = a.action_space(seat).examples or ("",)
+            text = examples[int(rng.integers(len(examples)))]
+            a.step(text)
+            b.step(text)
 
 
 def check_seeded_replay(env_fn: EnvFn, policy_fn: Callable[[], object], seed: int = 0) -> None:
@@ -248,7 +373,7 @@ def check_seeded_replay(env_fn: EnvFn, policy_fn: Callable[[], object], seed: in
         )
         raise AssertionError(
             f"seed {seed}: the same seed and scripted policy gave different episodes, first at {where}. "
-            "Does the game use global random state (random, numpy.random) instead of self.rng?"
+            f"{_GLOBAL_RANDOM}"
         )
     if state is not None:
         state.update([a], {})

@@ -143,13 +143,14 @@ class LspGame(LLMGame[LspObservation, LspConfig]):
                 self.no_query_reason = action.reason
                 return None
             self.query, self.target = action if isinstance(action, tuple) else (action, None)
-            return Phase("solve", tuple(self.solvers))
+            return Phase("solve", tuple(self.solvers), free_text=True)  # any text is an answer
         if phase.name == "solve":
             self.answers = {self._index(s): a for s, a in actions.items()}
             if cfg.task_reward == "verifier" and self.target is not None:
                 self.r = {j: arithmetic_reward(self.target, a, cfg.final_answer) for j, a in self.answers.items()}
             if cfg.referee_seats:
-                return Phase("referee", tuple(self.referees))
+                # free_text: an unparseable verdict is scored (unparseable_reward/score), by design never invalid
+                return Phase("referee", tuple(self.referees), free_text=True)
             self._book_rewards()
             return None
         for seat, verdict in actions.items():

@@ -130,8 +130,11 @@ def test_options_reach_setup_and_are_validated() -> None:
     assert env.target == 7 and env.options == {"target": 7}
     with pytest.raises(ValueError, match="target"):
         env.reset(seed=0, options={"target": "high"})
-    with pytest.raises(ValueError, match="extra"):
+    with pytest.warns(UserWarning, match="reset ignores unknown option"):  # as PettingZoo expects
         env.reset(seed=0, options={"spy": 1})
+    assert env.options == {}
+    with pytest.raises(ValueError, match="extra"):  # configs validate strictly
+        EchoGame.validate_options({"spy": 1})
 
 
 def test_repeated_phases_keep_every_occurrence() -> None:

@@ -7,6 +7,7 @@ names the seat and the phase.
 from __future__ import annotations
 
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.core.game import Phase
-from arena.testing import check_game
+from arena.core.game import Invalid, Phase
+from arena.testing import check_game, check_unparseable_is_invalid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from lowest_unique import LowestUniqueGame, LowestUniqueObservation  # noqa: E402
+from sealed_bid import BIDDERS, SealedBidGame  # noqa: E402
 
 
 class TallyObservation(LowestUniqueObservation):
@@ -30,8 +32,18 @@ class LeaksParsedValues(LowestUniqueGame):
 
     observation_type = TallyObservation
 
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        self.picked: dict[str, int] = {}  # the game's own tally (LLMGame.actions refuses an open hidden phase)
+        return super().setup(rng, options)
+
+    def parse(self, seat: str, text: str) -> Any:
+        value = super().parse(seat, text)
+        if isinstance(value, int):
+            self.picked[seat] = value
+        return value
+
     def observe_seat(self, seat: str) -> TallyObservation:
-        picked = [a for a in self._actions.values() if isinstance(a, int)]
+        picked = list(self.picked.values())
         base = super().observe_seat(seat)
         return TallyObservation(**base.model_dump(), lowest_so_far=min(picked) if picked else None)
 
@@ -97,3 +109,113 @@ def test_catches_global_random_state() -> None:
 def test_catches_a_parser_that_raises() -> None:
     with pytest.raises(AssertionError, match=r"seat_0 in phase 'pick': the game raised ValueError"):
         check_game(lambda: RaisingParser())
+
+
+class SealsFirstBidsButShowsThem(SealedBidGame):
+    """Declares the first-round bids sealed for the episode, but (as the example does) shows them in the final round."""
+
+    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
+        nxt = super().close_phase(phase, actions)
+        return Phase("bid", BIDDERS, sealed="episode") if phase.name == "appraise" else nxt
+
+
+class SealsFirstBids(SealsFirstBidsButShowsThem):
+    """The fix: the final round no longer shows the first-round bids."""
+
+    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
+        nxt = super().close_phase(phase, actions)
+        if phase.name == "bid":
+            self.first_bids = {}
+        return nxt
+
+
+class DefaultsToOne(LowestUniqueGame):
+    """A reply with no number silently becomes the pick 1 instead of Invalid."""
+
+    def parse(self, seat: str, text: str) -> Any:
+        parsed = super().parse(seat, text)
+        return 1 if isinstance(parsed, Invalid) and parsed.reason == "no number" else parsed
+
+
+class FreeTextPick(DefaultsToOne):
+    """The same parser in a phase declared free_text: any reply is an action there, so the kit lets it be."""
+
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        return Phase("pick", tuple(self.possible_agents), free_text=True)
+
+
+class FailsOnLongNumbers(LowestUniqueGame):
+    """``\\d+`` then ``int()``: fine on every short reply, ValueError past Python's 4,300-digit limit."""
+
+    def parse(self, seat: str, text: str) -> Any:
+        numbers = re.findall(r"\d+", text)
+        value = int(numbers[-1]) if numbers else None
+        return value if value is not None and 1 <= value <= self.config.k else Invalid(reason="no number in range")
+
+
+class GlobalCoin(LowestUniqueGame):
+    """Tosses a coin with global ``random``: two games agree half the time, so comparing runs is not enough."""
+
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        self.coin = random.randint(0, 1)
+        return super().setup(rng, options)
+
+    def observe_seat(self, seat: str) -> LowestUniqueObservation:
+        return super().observe_seat(seat).model_copy(update={"k": self.config.k + self.coin})
+
+
+def test_catches_a_leak_from_a_sealed_phase_after_it_closes() -> None:
+    check_game(lambda: SealsFirstBids())
+    with pytest.raises(AssertionError, match=r"phase 'bid' \(occurrence 0\) is hidden, but what \w+ sees changes with "
+                                             r"what bidder_0, bidder_1 wrote in it: .* after the phase closed, though it is "
+                                             r"sealed='episode'"):
+        check_game(lambda: SealsFirstBidsButShowsThem())
+
+
+def test_catches_an_unparseable_reply_turned_into_a_default_action() -> None:
+    check_unparseable_is_invalid(lambda: LowestUniqueGame())
+    with pytest.raises(AssertionError, match=r"seat_\d in phase 'pick': the unparseable reply '.*' became the action '1'; "
+                                             r"parse must return Invalid"):
+        check_game(lambda: DefaultsToOne())
+    check_unparseable_is_invalid(lambda: FreeTextPick())
+
+
+def test_catches_a_parser_that_fails_only_on_long_input() -> None:
+    from arena.testing import ADVERSARIAL, check_any_text_is_legal
+
+    check_any_text_is_legal(lambda: FailsOnLongNumbers(), ADVERSARIAL)  # short replies: nothing wrong
+    with pytest.raises(AssertionError, match=r"seat_0 in phase 'pick': the game raised ValueError: Exceeds the limit"):
+        check_game(lambda: FailsOnLongNumbers())
+
+
+@pytest.mark.parametrize("global_seed", range(20))
+def test_global_random_is_named_as_the_cause_every_time(global_seed: int) -> None:
+    random.seed(global_seed)
+    with pytest.raises(AssertionError, match=r"global random state"):
+        check_game(lambda: GlobalCoin())
+
+
+class RevealsBidsAtTheEnd(SealsFirstBids):
+    """First-round bids sealed for the episode, shown once it is over: right for "episode", a leak for "forever"."""
+
+    sealed = "episode"
+
+    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
+        nxt = super().close_phase(phase, actions)
+        if phase.name == "appraise":
+            return Phase("bid", BIDDERS, sealed=self.sealed)
+        if nxt is None:  # the end: the first round is revealed
+            self.first_bids = {b: a for b, a in self.actions("bid").items() if not isinstance(a, Invalid)}
+        return nxt
+
+
+class SealsForeverButRevealsAtTheEnd(RevealsBidsAtTheEnd):
+    sealed = "forever"
+
+
+def test_sealed_forever_is_checked_in_the_final_views() -> None:
+    check_game(lambda: RevealsBidsAtTheEnd())
+    with pytest.raises(AssertionError, match=r"phase 'bid' \(occurrence 0\) is hidden, but what \w+ sees changes with "
+                                             r"what bidder_0, bidder_1 wrote in it: .* after the episode ended, though "
+                                             r"the phase is sealed='forever'"):
+        check_game(lambda: SealsForeverButRevealsAtTheEnd())
