@@ -43,7 +43,8 @@ readable skill folders + ``graph.json`` + ``stats.json``.
 **Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and, for
 ``solve``, the solver curriculum, the estimator ``skill_sp_curriculum`` (``learners/estimators.py``;
 the game names it in its training defaults and each episode's ``info["stream"]`` feeds it): the solver
-turns of the top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step, ranked
+turns of the top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step (``alpha*M``
+rounded half up: alpha 0.5, M = 5 gives 3 skill tasks), ranked
 by proposer reward, with GRPO per task; other solver turns are dropped. Probe turns are not trained.
 
 **Library evolution** (``evolve.py``) runs after each step when ``evolution.policy`` names a policy

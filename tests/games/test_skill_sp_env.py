@@ -180,7 +180,7 @@ def test_curriculum_hand_values():
 def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
     chosen = top_per_stream(tasks, m, alpha, fill)
     assert len(chosen) == len(set(chosen)) <= m
-    quota = round(alpha * m)
+    quota = min(m, int(alpha * m + 0.5))
     n_skill = sum(tasks[i][0] == "skill" for i in chosen)
     if not fill:
         assert n_skill <= quota and len(chosen) - n_skill <= m - quota
