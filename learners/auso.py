@@ -234,7 +234,8 @@ class AusoEstimatorOptions(BaseModel):
 
 @register_estimator("auso", options=AusoEstimatorOptions)
 def auso_estimator(inp: EstimatorInput, options: AusoEstimatorOptions, state: dict[str, Any]) -> EstimatorOutput:
-    """GRPO over the ``group_by`` groups (a task's G attempts: ``[episode]``), each turn's pass rate
+    """GRPO over the ``group_by`` groups (a task's G attempts: ``[episode]``; under trajectory credit
+    each attempt counts once, ``trajectory_stats: attempt``, see :mod:`learners.samples`), each turn's pass rate
     ``p`` (the episode's ``pass_metric``) in ``extras["pass_rate"]``. Zero-variance groups are dropped
     as in GRPO, except all-fail tasks (p = 0) with ``keep_failed``: their advantage is 0, and
     ``auso_distill`` internalises them."""

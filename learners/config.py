@@ -83,6 +83,13 @@ class EstimatorConfig(Registered):
         description="turn: each turn's own reward; trajectory: the seat's total episode return, given to each of "
         "its turns in the phase.",
     )
+    trajectory_stats: Literal["attempt", "turn"] = Field(
+        default="attempt",
+        description="Under trajectory credit, what counts once in a group's statistics (mean, std). attempt: each "
+        "seat's attempt (its turns of the phase in one episode), so GRPO is over the G attempts (the paper's "
+        "GRPO, AUSO); turn: each turn, so an attempt of 21 turns weighs 21 times (verl-agent's per-step mode). "
+        "Either way every turn of an attempt gets its attempt's advantage. Unused under turn credit.",
+    )
     loss_weight: float = Field(default=1.0, ge=0.0, description="Scales this phase's samples' loss (Sample.weight).")
     drop_zero_variance: bool | None = Field(
         default=None, description="Drop groups whose rewards are all equal; unset: learner.drop_zero_variance."
