@@ -282,10 +282,17 @@ class AusoDistill(Objective):
     student's own tokens). Selected: the batch's samples with the probe and, with
     ``only_failed``, pass rate 0; ``n`` counts them over the whole batch, so micro-batches
     add up to the batch's term. ``weight_a`` (:func:`internalisation_weights`, ramp
-    ``min(1, step / weight_ramp_steps)``) is z-scored over the micro-batch's selected
-    actions: the whole batch when it fits one micro-batch. ``w_int`` comes from the
-    schedule at the step's progress (1 without progress). Skipped (0) when the batch's
-    responses run into the length cap (:func:`distill_allowed`).
+    ``min(1, step / weight_ramp_steps)``) is z-scored over the WHOLE batch's selected
+    actions, so any split into micro-batches (or ranks) gives the full batch's gradient:
+    with ``action_weights`` the term reweights (:class:`~learners.objectives.Objective`),
+    i.e. the learner scores each micro-batch once more with no grad before the update,
+    :meth:`action_values` gives each action's JSD and :meth:`action_weights` computes the
+    weights over all of them (advantages are left alone: it returns ones). The weights
+    are detached and fixed for the step (every epoch of ``updates_per_batch`` uses the
+    weights from before the update). Until issue #24 they were z-scored per micro-batch,
+    so several micro-batches changed the gradient. ``w_int`` comes from the schedule at
+    the step's progress (1 without progress). Skipped (0) when the batch's responses run
+    into the length cap (:func:`distill_allowed`).
     """
 
     records = ("jsd", "weight")
@@ -294,6 +301,30 @@ class AusoDistill(Objective):
         super().__init__(options, coef)
         self.probes = (options.probe,)
         self.topk = options.topk
+        self.reweights = options.action_weights
+        # The step's whole-batch action weights ((N,), 1 where not selected) and the batch they are for.
+        self._weights: tuple[Any, torch.Tensor] | None = None
+
+    def action_values(self, batch: Any, logp: torch.Tensor, probes: Any) -> torch.Tensor:
+        """Each row's token-mean JSD to the teacher probe (no grad); NaN without the probe. ``-> (b,)``."""
+        d = probes.get(self.options.probe)
+        if d is None:
+            return torch.full((logp.shape[0],), math.nan)
+        p, q = probe_bins(logp, d, min(self.topk, logp.shape[-1] - 1))
+        values = action_mean(jsd(p, q), batch.completion_mask)
+        return torch.where(d.present, values, torch.full_like(values, math.nan))
+
+    def action_weights(self, samples: Any, values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
+        """Keeps the distillation weights over the whole batch's selected actions for :meth:`loss`;
+        returns ones (the advantages are not scaled)."""
+        rows = torch.tensor([self._selected(s) for s in samples], dtype=torch.bool) & ~values.isnan()
+        weights = torch.ones_like(values)
+        if int(rows.sum()) > 1:
+            step = progress.step if progress is not None else 1
+            ramp = min(1.0, step / self.options.weight_ramp_steps) if self.options.weight_ramp_steps else 1.0
+            weights[rows] = internalisation_weights(values[rows], self.options.beta, ramp)
+        self._weights = (samples, weights)
+        return torch.ones_like(values)
 
     def _w_int(self, progress: Progress | None) -> float:
         return 1.0 if progress is None else stage_weights(progress, self.options.schedule).w_int
@@ -351,7 +382,9 @@ class AusoDistill(Objective):
         rows = rows & present
         per_action = action_mean(jsd(p, q), ctx.batch.completion_mask)[rows]  # (selected,)
         weights = torch.ones_like(per_action)
-        if opts.action_weights and per_action.numel() > 1:
+        if opts.action_weights and self._weights is not None and self._weights[0] is samples:
+            weights = self._weights[1][ctx.batch.index][rows.cpu()].to(per_action)
+        elif opts.action_weights and per_action.numel() > 1:  # not through the learner's reweighting pass
             step = ctx.progress.step if ctx.progress is not None else 1
             ramp = min(1.0, step / opts.weight_ramp_steps) if opts.weight_ramp_steps else 1.0
             weights = internalisation_weights(per_action, opts.beta, ramp)

@@ -82,6 +82,25 @@ def test_auso_distill_value_and_gradient_equal_a_reference_loop(tiny: Any, learn
     torch.testing.assert_close(grad, flat_grad(model), rtol=1e-3, atol=1e-7)
 
 
+@pytest.mark.parametrize("budget", [8, 12])
+def test_auso_distill_micro_batched_equals_full_batch(tiny: Any, learner_gradient: Any, budget: int) -> None:
+    """The audit's case: the action weights are z-scored over the WHOLE batch's selected actions, so
+    several micro-batches give the one-micro-batch gradient and term (before #24 all cases differed)."""
+    samples, progress = distill_samples(), Progress(3, 20)
+    model = copy.deepcopy(tiny)
+    expected = reference(model, samples, progress)
+    expected.backward()
+    full, full_stats = learner_gradient(samples, progress, temperature=TEMP, token_budget=10_000,
+                                        share_prompt_prefix=False, **cfg())
+    micro, micro_stats = learner_gradient(samples, progress, temperature=TEMP, token_budget=budget,
+                                          share_prompt_prefix=False, **cfg())
+    assert full_stats["micro_batches"] == 1 and micro_stats["micro_batches"] > 2
+    assert micro_stats["obj/auso_distill"] == pytest.approx(full_stats["obj/auso_distill"], rel=1e-5)
+    assert micro_stats["obj/auso_distill"] == pytest.approx(float(expected.detach()), rel=1e-4)
+    torch.testing.assert_close(micro, full, rtol=1e-4, atol=1e-8)
+    torch.testing.assert_close(micro, flat_grad(model), rtol=1e-3, atol=1e-7)
+
+
 def test_auso_distill_is_off_outside_internalisation_and_near_the_length_cap(learner_gradient: Any) -> None:
     samples = distill_samples()
     _, late = learner_gradient(samples, Progress(10, 20), temperature=TEMP, **cfg())
@@ -142,9 +161,10 @@ def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, lear
     torch.testing.assert_close(early, plain)
 
 
-@pytest.mark.parametrize(("step", "forwards"), [(1, 2), (10, 1), (20, 3)])
+@pytest.mark.parametrize(("step", "forwards"), [(1, 3), (10, 1), (20, 3)])
 def test_probes_cost_forward_passes_only_in_their_stage(tiny: Any, step: int, forwards: int) -> None:
-    """One micro-batch: the training forward, plus the teacher probe while internalising (step 1 of 20),
+    """One micro-batch: the training forward, plus the teacher probe and the student's own no-grad
+    pass (the whole batch's action weights, before the update) while internalising (step 1 of 20),
     nothing extra in the GRPO middle (step 10), the student's own no-grad pass and the no-skill probe
     (counted as one call each to the model) while utilising (step 20)."""
     from tiny_model import PAD
