@@ -38,6 +38,10 @@ metrics.jsonl) when there is no action to take them over.
   responses that hit the cap), ``auso/int_jsd_mean`` / ``auso/int_jsd_max`` (per-action JSD to
   the teacher probe, token mean over the action), ``auso/int_weight_min|max|mean`` (the action
   weights ``1 + beta c``).
+Skill sensitivity ``I_t`` (utilisation) is the SYMMETRIC top-k JSD of the public code: both
+contexts binned on the union of their top-k tokens plus a tail (:func:`union_topk_jsd`,
+``auso_utilise`` option ``bins: union``); the distillation JSD bins on the teacher's top-k.
+
 * Utilisation, at steps with ``w_util > 0``, over the actions with the no-skill probe:
   ``auso/util_sensitivity_mean|std|min|max`` (``I_t``; std is the population one),
   ``auso/util_gate_mean`` and ``auso/util_gate_zero_share`` (``4p(1-p)`` over the TASKS, and
@@ -146,6 +150,32 @@ def topk_jsd(p: torch.Tensor, q: torch.Tensor, k: int = 64) -> torch.Tensor:
     At most the full-vocabulary JSD (merging bins never increases it); equal to it when ``k >= V - 1``.
     """
     return jsd(*topk_tail(p, q, k))
+
+
+def union_topk_jsd(p: torch.Tensor, q: torch.Tensor, k: int = 64) -> torch.Tensor:
+    """Symmetric top-k JSD (public code's skill sensitivity): both log-distributions on the UNION of
+    ``p``'s and ``q``'s top-``k`` tokens plus one tail bin (the rest). ``(..., V) -> (...)``.
+
+    ``union_topk_jsd(p, q) == union_topk_jsd(q, p)``; :func:`topk_jsd` bins on ``q``'s top-k only and
+    is not symmetric. At most the full-vocabulary JSD; equal to it when the union covers the vocabulary.
+    Example, V = 4, k = 1: p = (.5, .3, .1, .1), q = (.1, .6, .2, .1): bins {0}, {1}, tail:
+    JSD((.5, .3, .2), (.1, .6, .3)).
+    """
+    k = min(k, p.shape[-1])
+    pi, qi = p.topk(k, dim=-1).indices, q.topk(k, dim=-1).indices
+    extra = ~(qi[..., :, None] == pi[..., None, :]).any(-1)  # q's top tokens not among p's
+    index = torch.cat([pi, qi], dim=-1)
+    chosen = torch.zeros_like(p, dtype=torch.bool).scatter(-1, index, True)
+    bins = []
+    for logp in (p, q):
+        tail = logp.masked_fill(chosen, float("-inf")).logsumexp(-1, keepdim=True)
+        bins.append(torch.cat([logp.gather(-1, index), tail], dim=-1))
+    tail_ok = bins[0][..., -1:].isfinite() & bins[1][..., -1:].isfinite()  # empty tail: no bin
+    valid = torch.cat([torch.ones_like(pi, dtype=torch.bool), extra, tail_ok], dim=-1)
+    a, b = (x.masked_fill(~valid, 0.0) for x in bins)
+    m = torch.logaddexp(a, b) - math.log(2.0)
+    terms = 0.5 * (a.exp() * (a - m) + b.exp() * (b - m))
+    return (terms * valid).sum(-1)
 
 
 def action_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -405,6 +435,12 @@ class AusoUtiliseOptions(BaseModel):
     schedule: AusoSchedule = Field(default_factory=AusoSchedule, description="Gives w_util; weights are 1 when it is 0.")
     beta: float = Field(default=0.2, ge=0.0, lt=1.0, description="w_t = 1 + beta * w_util * g * m.")
     clip: float = Field(default=3.0, gt=0.0, description="The per-task z-score of I_t is clipped to +-clip.")
+    bins: Literal["union", "probe"] = Field(
+        default="union",
+        description="union: I_t on the union of both contexts' top-k tokens plus a tail (symmetric, public code; "
+        "needs the no-skill probe's full distribution, scored one micro-batch at a time); probe: on the no-skill "
+        "probe's top-k only (not symmetric; the behaviour before issue #24).",
+    )
 
 
 def probe_bins(logp: torch.Tensor, probe: ProbeDist, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -424,18 +460,22 @@ class AusoUtilise(Objective):
 
     ``I_t``: the top-k (+ tail) JSD between the policy in the student's context (its own
     prompt, skills included) and in the no-skill probe's, token mean over the action;
-    both no-grad, before the update. Tasks are the samples' ``extras["group"]`` (the
+    both no-grad, before the update. ``bins: union`` (default, :func:`union_topk_jsd`):
+    on the union of both contexts' top-k, symmetric as in the public code; ``probe``: on
+    the probe's top-k only (:func:`probe_bins`), which changed the value when the two
+    contexts were swapped in 921 of 2,000 random cases (issue #24). Tasks are the samples' ``extras["group"]`` (the
     estimator's ``group_by``: the episode), ``p`` their ``extras["pass_rate"]``
     (estimator ``auso``; missing: gate 0). Samples without the probe keep weight 1 and
     stay out of their task's statistics. ``w_util`` from the schedule (1 without progress).
     """
 
     reweights = True
+    loss_probes = False  # the no-skill probe is scored in the reweighting pass, one micro-batch at a time
 
     def __init__(self, options: AusoUtiliseOptions, coef: float):
         super().__init__(options, coef)
         self.probes = (options.probe,)
-        self.topk = options.topk
+        self.topk = 0 if options.bins == "union" else options.topk  # union: the probe's whole distribution
 
     def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
         return ctx.logp.new_zeros(())
@@ -450,8 +490,11 @@ class AusoUtilise(Objective):
         d = probes.get(self.options.probe)
         if d is None:
             return torch.full((logp.shape[0],), math.nan)
-        p, q = probe_bins(logp, d, min(self.topk, logp.shape[-1] - 1))
-        values = action_mean(jsd(p, q), batch.completion_mask)
+        if self.options.bins == "union" and d.index is None:
+            per_token = union_topk_jsd(logp, d.logp, self.options.topk)
+        else:
+            per_token = jsd(*probe_bins(logp, d, min(self.options.topk, logp.shape[-1] - 1)))
+        values = action_mean(per_token, batch.completion_mask)
         return torch.where(d.present, values, torch.full_like(values, math.nan))
 
     @staticmethod

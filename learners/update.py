@@ -183,9 +183,11 @@ class Learner:
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))
-        # Only the probes of terms active at this step are scored (AUSO's stages use one each).
-        need = probe_topk([term for _, term in self.objectives if term.active_at(progress)])
-        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in need})
+        # Only the probes of terms active at this step are scored (AUSO's stages use one each); those only
+        # the reweighting pass reads (``loss_probes`` False) are scored there, a micro-batch at a time.
+        active = [term for _, term in self.objectives if term.active_at(progress)]
+        need = probe_topk([term for term in active if term.loss_probes])
+        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in probe_topk(active)})
         with torch.no_grad():
             # One update per batch is on-policy: the "old" logprobs are the current ones,
             # taken (detached) from the training forward itself; no extra pass needed.
@@ -309,7 +311,9 @@ class Learner:
         if not terms:
             return {}, {}
         values = {key: torch.zeros(len(samples), dtype=torch.float64) for key, _ in terms}
+        lazy = probe_topk([term for _, term in terms if not term.loss_probes])
         for mb, mb_probes in zip(micro, probes, strict=True):
+            mb_probes = {**mb_probes, **self._probe_dists(samples, mb, lazy)} if lazy else mb_probes
             logp = self._log_softmax(self._forward_model(), mb)  # the student's own context, no grad
             for key, term in terms:
                 values[key][mb.index] = term.action_values(mb, logp, mb_probes).double().cpu()

@@ -10,7 +10,7 @@ import torch
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.types import Episode, Sample, Turn
-from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd
+from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd, union_topk_jsd
 from learners.config import LearnerConfig
 from learners.estimators import EstimatorInput, get_estimator
 from learners.progress import Progress
@@ -143,7 +143,7 @@ def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, lear
         for s in samples[:6]:
             student = seq_log_softmax(model, s.prompt_ids, s.completion_ids, TEMP)
             bare = seq_log_softmax(model, s.probes["no_skill"], s.completion_ids, TEMP)
-            sens.append(float(topk_jsd(student, bare, K).mean()))
+            sens.append(float(union_topk_jsd(student, bare, K).mean()))  # symmetric: the union's top-k
     from learners.auso import utilisation_weights
 
     w = utilisation_weights(torch.tensor(sens, dtype=torch.float64), torch.tensor([0, 0, 0, 1, 1, 1]),
