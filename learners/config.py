@@ -147,6 +147,12 @@ class LearnerConfig(BaseModel):
     aggregation: Literal["token", "sequence", "constant"] = Field(
         default="token", description="Loss reduction: token mean, sequence mean, or Dr.GRPO's constant."
     )
+    aggregate_per_phase: bool = Field(
+        default=False,
+        description="Reduce each phase's loss over its own tokens (token) or sequences (sequence) in the batch and "
+        "add the phases, each scaled by its loss_weight: LSP's L = L_sol + alpha_ch * L_ch (LSP's training "
+        "default). False: one mean over all the batch's tokens, so a phase weighs by its share of them.",
+    )
     updates_per_batch: int = Field(default=1, ge=1, description="Optimizer steps on each batch (PPO epochs).")
     token_budget: int = Field(
         default=4096, ge=1, description="Most padded tokens in one micro-batch (a longer sample gets its own)."

@@ -12,7 +12,8 @@
 3. for each micro-batch: per-token loss (clipped surrogate or detached REINFORCE
    on ``A_b * token_weight_bt``, plus ``beta`` * KL), times the sample's
    ``weight``, weighted so that the sum over micro-batches equals the loss over
-   the whole batch, plus the objective terms; backward; then clip gradients and step.
+   the whole batch (one mean over all of it, or with ``aggregate_per_phase`` one
+   per phase, summed), plus the objective terms; backward; then clip gradients and step.
 
 ``backend: torch`` uses AdamW; ``backend: deepspeed`` builds a DeepSpeed engine
 (ZeRO 0-3, optional bf16) that runs on GPUs and on CPU with gloo. Log-probs use
@@ -47,7 +48,7 @@ from arena.distributed import SINGLE, Dist, max_value, sum_grads, sum_tensor, su
 from arena.types import Sample
 from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from learners.config import LearnerConfig
-from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
+from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, phase_aggregation_weights, reinforce_detached
 from learners.objectives import BatchTotals, ObjectiveContext, ProbeDist, build_objectives
 from learners.progress import Progress
 
@@ -183,6 +184,11 @@ class Learner:
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))
+        phase_tokens: dict[str, float] = {}
+        phase_seqs: dict[str, int] = {}
+        for s in samples:  # per-phase totals over the WHOLE batch (aggregate_per_phase)
+            phase_tokens[s.phase] = phase_tokens.get(s.phase, 0.0) + len(s.completion_ids)
+            phase_seqs[s.phase] = phase_seqs.get(s.phase, 0) + 1
         # Only the probes of terms active at this step are scored (AUSO's stages use one each); those only
         # the reweighting pass reads (``loss_probes`` False) are scored there, a micro-batch at a time.
         active = [term for _, term in self.objectives if term.active_at(progress)]
@@ -227,7 +233,11 @@ class Learner:
                     kl = kl_penalty(logp, ref[k], cfg.kl_estimator)
                     per_token = pg + cfg.beta * kl
                 per_token = per_token * mb.weights[:, None]
-                w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
+                if cfg.aggregate_per_phase:
+                    w = phase_aggregation_weights(mb.completion_mask, cfg.aggregation, [samples[i].phase for i in mb.index],
+                                                  phase_tokens, phase_seqs, constant)
+                else:
+                    w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
                 loss = (per_token * w).sum()
                 if self.objectives:
                     ctx = ObjectiveContext(mb, logp_full, probes[k], mb.weights, progress, totals, samples)
