@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -298,9 +298,23 @@ class AusoDistillOptions(BaseModel):
     max_capped: float = Field(
         default=0.05, ge=0.0, le=1.0, description="Skip the term when more of the batch's responses hit the length cap."
     )
-    length_cap: int | None = Field(
-        default=None, ge=1, description="max_new_tokens; when set, also skip when the mean length exceeds 0.4 of it."
+    length_cap: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
+        default="auto",
+        description="max_new_tokens: also skip when the mean length exceeds 0.4 of it (public code). auto: the "
+        "trainable policy's largest max_new_tokens, filled in by the trainer at start-up (resolve_length_cap); "
+        "None: that rule off (an unresolved auto, e.g. a Learner built by hand, is off too).",
     )
+
+
+def resolve_length_cap(cfg: Any, max_new_tokens: int) -> Any:
+    """``cfg`` (a LearnerConfig) with every ``auso_distill`` whose ``length_cap`` is ``auto`` given
+    ``max_new_tokens`` (the trainable policy's largest), so the public code's mean-length rule is on."""
+    objectives = [
+        o.model_copy(update={"options": o.options | {"length_cap": max_new_tokens}})
+        if o.name == "auso_distill" and o.options.get("length_cap") == "auto" else o
+        for o in cfg.objectives
+    ]
+    return cfg.model_copy(update={"objectives": objectives})
 
 
 @register_objective("auso_distill", options=AusoDistillOptions)
@@ -322,10 +336,14 @@ class AusoDistill(Objective):
     weights from before the update). Until issue #24 they were z-scored per micro-batch,
     so several micro-batches changed the gradient. ``w_int`` comes from the schedule at
     the step's progress (1 without progress). Skipped (0) when the batch's responses run
-    into the length cap (:func:`distill_allowed`).
+    into the length cap (:func:`distill_allowed`): over ``max_capped`` (5%) hit it, or their
+    mean length exceeds 0.4 of ``length_cap``, by default (``auto``) the trainable policy's
+    max_new_tokens. ``coef`` unset: 0.1, the paper's (issue #24: it was 1.0, and the
+    mean-length rule off unless ``length_cap`` was given).
     """
 
     records = ("jsd", "weight")
+    default_coef = 0.1  # the paper's 0.1 * w_int
 
     def __init__(self, options: AusoDistillOptions, coef: float):
         super().__init__(options, coef)
@@ -394,7 +412,7 @@ class AusoDistill(Objective):
         if capped > self.options.max_capped:
             return False
         cap = self.options.length_cap
-        return cap is None or distill_allowed([len(s.completion_ids) for s in samples], cap, 1.0)
+        return not isinstance(cap, int) or distill_allowed([len(s.completion_ids) for s in samples], cap, 1.0)
 
     def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
         opts: AusoDistillOptions = self.options

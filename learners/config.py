@@ -109,7 +109,10 @@ class ObjectiveConfig(Registered):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Registered objective term, e.g. jsd_distill.")
-    coef: float = Field(default=1.0, ge=0.0, description="Weight of the term in the loss.")
+    coef: float | None = Field(
+        default=None, ge=0.0,
+        description="Weight of the term in the loss; unset: the term's own default (1.0; auso_distill 0.1, the paper's).",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, validate_default=True, description="The term's own options (jsd_distill: probe, topk)."
     )

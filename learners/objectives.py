@@ -110,6 +110,8 @@ class Objective(ABC):
     #: probes inside the reweighting pass, one micro-batch at a time, instead of holding them for the
     #: whole step (what a full-vocabulary probe, ``topk = 0``, needs at real vocabulary sizes).
     loss_probes: bool = True
+    #: The term's weight when the config gives no ``coef`` (AUSO's distillation: the paper's 0.1).
+    default_coef: float = 1.0
     #: names of the per-row values ``loss`` may put in ``ctx.record`` (see :meth:`step_stats`).
     records: tuple[str, ...] = ()
 
@@ -191,7 +193,8 @@ def build_objectives(cfgs: Sequence[ObjectiveConfig]) -> list[tuple[str, Objecti
         spec = get_objective(c.name)
         seen[c.name] = seen.get(c.name, 0) + 1
         key = f"obj/{c.name}" + (f"#{seen[c.name]}" if seen[c.name] > 1 else "")
-        out.append((key, spec.cls(spec.options.model_validate(c.options), c.coef)))
+        coef = spec.cls.default_coef if c.coef is None else c.coef
+        out.append((key, spec.cls(spec.options.model_validate(c.options), coef)))
     return out
 
 

@@ -59,7 +59,14 @@ Rewards
     credit, GRPO over the episode's G attempts: each attempt counts ONCE in
     its group's mean and std (``trajectory_stats: attempt``, the default), and
     every turn of an attempt gets the attempt's advantage. Two attempts of 5
-    and 21 turns with returns -0.3 and 0 get -1 and +1.
+    and 21 turns with returns -0.3 and 0 get -1 and +1. KL to the reference
+    0.01 with the k3 estimator (public code; the learner's own default 0.001
+    is SpyRL's). With AUSO (``household.auso.yaml``, ``household.paper.yaml``):
+    ``auso_distill`` has coefficient 0.1 and the public code's length-cap rule
+    (skip the term when over 5% of responses hit the cap or their mean length
+    exceeds 0.4 of it; ``length_cap: auto`` = the policy's max_new_tokens) when
+    the config omits them; ``household.auso.yaml`` switches the rule off for its
+    12-token replies (see its comment).
 
 Skills (``skills/``) and AUSO's probes
     General principles, common mistakes and task-specific skills (in-domain

@@ -115,6 +115,35 @@ def test_auso_distill_is_off_outside_internalisation_and_near_the_length_cap(lea
     assert on["obj/auso_distill"] > 0.0
 
 
+def test_auso_defaults_are_the_papers() -> None:
+    """A config that omits them: coefficient 0.1 (jsd_distill keeps 1.0), the length-cap rule on with
+    the trainable policy's max_new_tokens (``auto``, resolved by the trainer; unresolved: off)."""
+    from learners.auso import AusoDistill, AusoDistillOptions, resolve_length_cap
+    from learners.objectives import build_objectives
+
+    cfg = LearnerConfig(objectives=[{"name": "auso_distill"}, {"name": "jsd_distill"}, {"name": "auso_distill", "coef": 0.5,
+                                                                                          "options": {"length_cap": None}}])
+    terms = build_objectives(cfg.objectives)
+    assert [t.coef for _, t in terms] == [0.1, 1.0, 0.5]
+    assert cfg.objectives[0].options["length_cap"] == "auto" and AusoDistillOptions().max_capped == 0.05
+    resolved = resolve_length_cap(cfg, 300)
+    assert [o.options.get("length_cap") for o in resolved.objectives] == [300, None, None]
+    assert build_objectives(resolved.objectives)[0][1].options.length_cap == 300
+    assert cfg.objectives[0].options["length_cap"] == "auto"  # the original is left alone
+    long = [Sample(prompt_ids=[1], completion_ids=[2] * 130, advantage=0.0, extras={"finish_reason": "stop"})] * 2
+    assert not AusoDistill(AusoDistillOptions(length_cap=300), 0.1)._allowed(long)  # mean 130 > 0.4 * 300
+    assert AusoDistill(AusoDistillOptions(length_cap=400), 0.1)._allowed(long)  # 130 <= 160
+    assert AusoDistill(AusoDistillOptions(), 0.1)._allowed(long)  # auto, unresolved: the rule is off
+
+
+def test_household_defaults_are_the_public_codes() -> None:
+    from arena.config import parse_config
+
+    cfg = parse_config({"game": {"name": "household"}})
+    assert cfg.learner.beta == 0.01 and cfg.learner.kl_estimator == "k3"
+    assert cfg.learner.estimators["act"].trajectory_stats == "attempt"
+
+
 def test_auso_configs_validate() -> None:
     LearnerConfig(estimators={"act": {"name": "auso", "group_by": ["episode"], "credit": "trajectory"}},
                   objectives=[{"name": "auso_distill", "coef": 0.1, "options": {"schedule": {"ramp_steps": 0}}}])
