@@ -28,8 +28,11 @@ solver_{M-1}`` (role solver, trainable; M = ``solvers``).
    is *valid* iff the unique plurality of the probes' answers equals the contract's answer
    (``rules.probe_verdict``). Proposer reward ``1[valid] * (1 - 2 |v_solve - 0.5|)``, booked on its
    propose turn. Not valid: episode ends.
-4. *solve* (M solvers, hidden). Same view as the probes; they never see skill text. Reward 1 if the
-   checker accepts the response (executed against the contract), else 0.
+4. *solve* (M solvers, hidden). Same view as the probes: the task and, with ``solver_sees_skill``
+   (default), the routed skill's name, description and rules (the paper writes the solver policy
+   as ``pi_solver(action | observation, skill)``); never its hints, examples or contract, and no
+   skill in the exploration stream or in held-out evaluation. Reward 1 if the checker accepts the
+   response (executed against the contract), else 0.
 
 **Cross-episode state** (``env.SkillState``, a :class:`~arena.game.GameState`): the
 :class:`~games.skill_sp.controller.SkillLibrary`. Envs read a frozen snapshot (active skills, weights,
@@ -52,7 +55,9 @@ by proposer reward, with GRPO per task; other solver turns are dropped. Probe tu
 skills whose tasks all failed; a package enters only through the controller's structural, sandboxed
 and novelty checks.
 
-**Deviations.** The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
+**Deviations.** PROTOCOLS.md §3 says the solver never sees skill text; the paper's
+``pi_solver(action | observation, skill)`` (issue #24's reading) shows it, which is our default;
+``solver_sees_skill: false`` gives the task alone (the behaviour before #24). The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
 stream with fewer valid tasks than its curriculum quota does not pass the rest to the other (``fill:
 true`` does; the paper does not say). Parse failures are game events with the rewards above: keep
 ``invalid.mode: na``. **Evaluation** (``mode: heldout``): no proposer or probes; the solvers answer held-out tasks, judged by
