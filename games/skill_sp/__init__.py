@@ -57,7 +57,11 @@ and novelty checks.
 
 **Deviations.** PROTOCOLS.md §3 says the solver never sees skill text; the paper's
 ``pi_solver(action | observation, skill)`` (issue #24's reading) shows it, which is our default;
-``solver_sees_skill: false`` gives the task alone (the behaviour before #24). The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
+``solver_sees_skill: false`` gives the task alone (the behaviour before #24). The routing's frontier
+rate ``s3`` counts only VALID tasks in the band (over all the skill's tasks): the paper does not say;
+``controller.py`` gives the reason. Induction tries up to 20 exploration tasks per step by default
+(``evolution.induce_per_step``; the paper induces about 20 skills per iteration; ``skill_sp.yaml``
+keeps 1 on CPU). The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
 stream with fewer valid tasks than its curriculum quota does not pass the rest to the other (``fill:
 true`` does; the paper does not say). Parse failures are game events with the rewards above: keep
 ``invalid.mode: na``. **Evaluation** (``mode: heldout``): no proposer or probes; the solvers answer held-out tasks, judged by

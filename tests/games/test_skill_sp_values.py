@@ -231,6 +231,24 @@ def test_stats_record_with_asymmetric_band_and_prior() -> None:
     assert SkillStats().record(Outcome(True, False, True, 0.5), CFG).frontier == 0  # invalid: no frontier credit
 
 
+def test_frontier_rate_counts_valid_tasks_only_over_all_tasks() -> None:
+    """Two tasks with v_solve 0.5 in the band, one valid, one not solver-consistent: s3 = (1 + a) / (2 + a + b)
+    (3/7 with this prior; counting every in-band task would give 4/7)."""
+    st = SkillStats().record(Outcome(True, True, True, 0.5), CFG).record(Outcome(True, True, False, 0.5), CFG)
+    assert st.frontier == 1 and st.n == 2
+    a, b = CFG.prior_a, CFG.prior_b
+    assert st.rates(CFG)[2] == pytest.approx((1 + a) / (2 + a + b)) == pytest.approx(3 / 7)
+    st3 = SkillStats().record(Outcome(True, True, True, 0.5), CFG).record(Outcome(False, False, False, 0.5), CFG)
+    assert st3.frontier == 1 and st3.n == 2  # a parse failure is in the denominator too
+
+
+def test_induction_default_is_the_papers_about_20_per_iteration() -> None:
+    from games.skill_sp.evolve import EvolutionConfig
+    from games.skill_sp.types import SkillSpConfig
+
+    assert EvolutionConfig().induce_per_step == 20 and SkillSpConfig().evolution.induce_per_step == 20
+
+
 def test_should_prune_needs_evidence_and_a_low_reward() -> None:
     bad = Outcome(True, False, False, 0.5)
     two = SkillStats().record(bad, CFG).record(bad, CFG)  # reward (0 + 2) / (2 + 5) = 0.286 < 0.4
