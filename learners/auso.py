@@ -38,6 +38,10 @@ metrics.jsonl) when there is no action to take them over.
   responses that hit the cap), ``auso/int_jsd_mean`` / ``auso/int_jsd_max`` (per-action JSD to
   the teacher probe, token mean over the action), ``auso/int_weight_min|max|mean`` (the action
   weights ``1 + beta c``).
+Skill sensitivity ``I_t`` (utilisation) is the SYMMETRIC top-k JSD of the public code: both
+contexts binned on the union of their top-k tokens plus a tail (:func:`union_topk_jsd`,
+``auso_utilise`` option ``bins: union``); the distillation JSD bins on the teacher's top-k.
+
 * Utilisation, at steps with ``w_util > 0``, over the actions with the no-skill probe:
   ``auso/util_sensitivity_mean|std|min|max`` (``I_t``; std is the population one),
   ``auso/util_gate_mean`` and ``auso/util_gate_zero_share`` (``4p(1-p)`` over the TASKS, and
@@ -53,7 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -148,6 +152,32 @@ def topk_jsd(p: torch.Tensor, q: torch.Tensor, k: int = 64) -> torch.Tensor:
     return jsd(*topk_tail(p, q, k))
 
 
+def union_topk_jsd(p: torch.Tensor, q: torch.Tensor, k: int = 64) -> torch.Tensor:
+    """Symmetric top-k JSD (public code's skill sensitivity): both log-distributions on the UNION of
+    ``p``'s and ``q``'s top-``k`` tokens plus one tail bin (the rest). ``(..., V) -> (...)``.
+
+    ``union_topk_jsd(p, q) == union_topk_jsd(q, p)``; :func:`topk_jsd` bins on ``q``'s top-k only and
+    is not symmetric. At most the full-vocabulary JSD; equal to it when the union covers the vocabulary.
+    Example, V = 4, k = 1: p = (.5, .3, .1, .1), q = (.1, .6, .2, .1): bins {0}, {1}, tail:
+    JSD((.5, .3, .2), (.1, .6, .3)).
+    """
+    k = min(k, p.shape[-1])
+    pi, qi = p.topk(k, dim=-1).indices, q.topk(k, dim=-1).indices
+    extra = ~(qi[..., :, None] == pi[..., None, :]).any(-1)  # q's top tokens not among p's
+    index = torch.cat([pi, qi], dim=-1)
+    chosen = torch.zeros_like(p, dtype=torch.bool).scatter(-1, index, True)
+    bins = []
+    for logp in (p, q):
+        tail = logp.masked_fill(chosen, float("-inf")).logsumexp(-1, keepdim=True)
+        bins.append(torch.cat([logp.gather(-1, index), tail], dim=-1))
+    tail_ok = bins[0][..., -1:].isfinite() & bins[1][..., -1:].isfinite()  # empty tail: no bin
+    valid = torch.cat([torch.ones_like(pi, dtype=torch.bool), extra, tail_ok], dim=-1)
+    a, b = (x.masked_fill(~valid, 0.0) for x in bins)
+    m = torch.logaddexp(a, b) - math.log(2.0)
+    terms = 0.5 * (a.exp() * (a - m) + b.exp() * (b - m))
+    return (terms * valid).sum(-1)
+
+
 def action_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Token mean per action: ``(N, T), (N, T) -> (N,)`` (0 for an action without tokens)."""
     return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
@@ -234,7 +264,8 @@ class AusoEstimatorOptions(BaseModel):
 
 @register_estimator("auso", options=AusoEstimatorOptions)
 def auso_estimator(inp: EstimatorInput, options: AusoEstimatorOptions, state: dict[str, Any]) -> EstimatorOutput:
-    """GRPO over the ``group_by`` groups (a task's G attempts: ``[episode]``), each turn's pass rate
+    """GRPO over the ``group_by`` groups (a task's G attempts: ``[episode]``; under trajectory credit
+    each attempt counts once, ``trajectory_stats: attempt``, see :mod:`learners.samples`), each turn's pass rate
     ``p`` (the episode's ``pass_metric``) in ``extras["pass_rate"]``. Zero-variance groups are dropped
     as in GRPO, except all-fail tasks (p = 0) with ``keep_failed``: their advantage is 0, and
     ``auso_distill`` internalises them."""
@@ -267,9 +298,23 @@ class AusoDistillOptions(BaseModel):
     max_capped: float = Field(
         default=0.05, ge=0.0, le=1.0, description="Skip the term when more of the batch's responses hit the length cap."
     )
-    length_cap: int | None = Field(
-        default=None, ge=1, description="max_new_tokens; when set, also skip when the mean length exceeds 0.4 of it."
+    length_cap: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
+        default="auto",
+        description="max_new_tokens: also skip when the mean length exceeds 0.4 of it (public code). auto: the "
+        "trainable policy's largest max_new_tokens, filled in by the trainer at start-up (resolve_length_cap); "
+        "None: that rule off (an unresolved auto, e.g. a Learner built by hand, is off too).",
     )
+
+
+def resolve_length_cap(cfg: Any, max_new_tokens: int) -> Any:
+    """``cfg`` (a LearnerConfig) with every ``auso_distill`` whose ``length_cap`` is ``auto`` given
+    ``max_new_tokens`` (the trainable policy's largest), so the public code's mean-length rule is on."""
+    objectives = [
+        o.model_copy(update={"options": o.options | {"length_cap": max_new_tokens}})
+        if o.name == "auso_distill" and o.options.get("length_cap") == "auto" else o
+        for o in cfg.objectives
+    ]
+    return cfg.model_copy(update={"objectives": objectives})
 
 
 @register_objective("auso_distill", options=AusoDistillOptions)
@@ -281,18 +326,53 @@ class AusoDistill(Objective):
     student's own tokens). Selected: the batch's samples with the probe and, with
     ``only_failed``, pass rate 0; ``n`` counts them over the whole batch, so micro-batches
     add up to the batch's term. ``weight_a`` (:func:`internalisation_weights`, ramp
-    ``min(1, step / weight_ramp_steps)``) is z-scored over the micro-batch's selected
-    actions: the whole batch when it fits one micro-batch. ``w_int`` comes from the
-    schedule at the step's progress (1 without progress). Skipped (0) when the batch's
-    responses run into the length cap (:func:`distill_allowed`).
+    ``min(1, step / weight_ramp_steps)``) is z-scored over the WHOLE batch's selected
+    actions, so any split into micro-batches (or ranks) gives the full batch's gradient:
+    with ``action_weights`` the term reweights (:class:`~learners.objectives.Objective`),
+    i.e. the learner scores each micro-batch once more with no grad before the update,
+    :meth:`action_values` gives each action's JSD and :meth:`action_weights` computes the
+    weights over all of them (advantages are left alone: it returns ones). The weights
+    are detached and fixed for the step (every epoch of ``updates_per_batch`` uses the
+    weights from before the update). Until issue #24 they were z-scored per micro-batch,
+    so several micro-batches changed the gradient. ``w_int`` comes from the schedule at
+    the step's progress (1 without progress). Skipped (0) when the batch's responses run
+    into the length cap (:func:`distill_allowed`): over ``max_capped`` (5%) hit it, or their
+    mean length exceeds 0.4 of ``length_cap``, by default (``auto``) the trainable policy's
+    max_new_tokens. ``coef`` unset: 0.1, the paper's (issue #24: it was 1.0, and the
+    mean-length rule off unless ``length_cap`` was given).
     """
 
     records = ("jsd", "weight")
+    default_coef = 0.1  # the paper's 0.1 * w_int
 
     def __init__(self, options: AusoDistillOptions, coef: float):
         super().__init__(options, coef)
         self.probes = (options.probe,)
         self.topk = options.topk
+        self.reweights = options.action_weights
+        # The step's whole-batch action weights ((N,), 1 where not selected) and the batch they are for.
+        self._weights: tuple[Any, torch.Tensor] | None = None
+
+    def action_values(self, batch: Any, logp: torch.Tensor, probes: Any) -> torch.Tensor:
+        """Each row's token-mean JSD to the teacher probe (no grad); NaN without the probe. ``-> (b,)``."""
+        d = probes.get(self.options.probe)
+        if d is None:
+            return torch.full((logp.shape[0],), math.nan)
+        p, q = probe_bins(logp, d, min(self.topk, logp.shape[-1] - 1))
+        values = action_mean(jsd(p, q), batch.completion_mask)
+        return torch.where(d.present, values, torch.full_like(values, math.nan))
+
+    def action_weights(self, samples: Any, values: torch.Tensor, progress: Progress | None) -> torch.Tensor:
+        """Keeps the distillation weights over the whole batch's selected actions for :meth:`loss`;
+        returns ones (the advantages are not scaled)."""
+        rows = torch.tensor([self._selected(s) for s in samples], dtype=torch.bool) & ~values.isnan()
+        weights = torch.ones_like(values)
+        if int(rows.sum()) > 1:
+            step = progress.step if progress is not None else 1
+            ramp = min(1.0, step / self.options.weight_ramp_steps) if self.options.weight_ramp_steps else 1.0
+            weights[rows] = internalisation_weights(values[rows], self.options.beta, ramp)
+        self._weights = (samples, weights)
+        return torch.ones_like(values)
 
     def _w_int(self, progress: Progress | None) -> float:
         return 1.0 if progress is None else stage_weights(progress, self.options.schedule).w_int
@@ -332,7 +412,7 @@ class AusoDistill(Objective):
         if capped > self.options.max_capped:
             return False
         cap = self.options.length_cap
-        return cap is None or distill_allowed([len(s.completion_ids) for s in samples], cap, 1.0)
+        return not isinstance(cap, int) or distill_allowed([len(s.completion_ids) for s in samples], cap, 1.0)
 
     def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
         opts: AusoDistillOptions = self.options
@@ -350,7 +430,9 @@ class AusoDistill(Objective):
         rows = rows & present
         per_action = action_mean(jsd(p, q), ctx.batch.completion_mask)[rows]  # (selected,)
         weights = torch.ones_like(per_action)
-        if opts.action_weights and per_action.numel() > 1:
+        if opts.action_weights and self._weights is not None and self._weights[0] is samples:
+            weights = self._weights[1][ctx.batch.index][rows.cpu()].to(per_action)
+        elif opts.action_weights and per_action.numel() > 1:  # not through the learner's reweighting pass
             step = ctx.progress.step if ctx.progress is not None else 1
             ramp = min(1.0, step / opts.weight_ramp_steps) if opts.weight_ramp_steps else 1.0
             weights = internalisation_weights(per_action, opts.beta, ramp)
@@ -371,6 +453,12 @@ class AusoUtiliseOptions(BaseModel):
     schedule: AusoSchedule = Field(default_factory=AusoSchedule, description="Gives w_util; weights are 1 when it is 0.")
     beta: float = Field(default=0.2, ge=0.0, lt=1.0, description="w_t = 1 + beta * w_util * g * m.")
     clip: float = Field(default=3.0, gt=0.0, description="The per-task z-score of I_t is clipped to +-clip.")
+    bins: Literal["union", "probe"] = Field(
+        default="union",
+        description="union: I_t on the union of both contexts' top-k tokens plus a tail (symmetric, public code; "
+        "needs the no-skill probe's full distribution, scored one micro-batch at a time); probe: on the no-skill "
+        "probe's top-k only (not symmetric; the behaviour before issue #24).",
+    )
 
 
 def probe_bins(logp: torch.Tensor, probe: ProbeDist, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -390,18 +478,22 @@ class AusoUtilise(Objective):
 
     ``I_t``: the top-k (+ tail) JSD between the policy in the student's context (its own
     prompt, skills included) and in the no-skill probe's, token mean over the action;
-    both no-grad, before the update. Tasks are the samples' ``extras["group"]`` (the
+    both no-grad, before the update. ``bins: union`` (default, :func:`union_topk_jsd`):
+    on the union of both contexts' top-k, symmetric as in the public code; ``probe``: on
+    the probe's top-k only (:func:`probe_bins`), which changed the value when the two
+    contexts were swapped in 921 of 2,000 random cases (issue #24). Tasks are the samples' ``extras["group"]`` (the
     estimator's ``group_by``: the episode), ``p`` their ``extras["pass_rate"]``
     (estimator ``auso``; missing: gate 0). Samples without the probe keep weight 1 and
     stay out of their task's statistics. ``w_util`` from the schedule (1 without progress).
     """
 
     reweights = True
+    loss_probes = False  # the no-skill probe is scored in the reweighting pass, one micro-batch at a time
 
     def __init__(self, options: AusoUtiliseOptions, coef: float):
         super().__init__(options, coef)
         self.probes = (options.probe,)
-        self.topk = options.topk
+        self.topk = 0 if options.bins == "union" else options.topk  # union: the probe's whole distribution
 
     def loss(self, ctx: ObjectiveContext) -> torch.Tensor:
         return ctx.logp.new_zeros(())
@@ -416,8 +508,11 @@ class AusoUtilise(Objective):
         d = probes.get(self.options.probe)
         if d is None:
             return torch.full((logp.shape[0],), math.nan)
-        p, q = probe_bins(logp, d, min(self.topk, logp.shape[-1] - 1))
-        values = action_mean(jsd(p, q), batch.completion_mask)
+        if self.options.bins == "union" and d.index is None:
+            per_token = union_topk_jsd(logp, d.logp, self.options.topk)
+        else:
+            per_token = jsd(*probe_bins(logp, d, min(self.options.topk, logp.shape[-1] - 1)))
+        values = action_mean(per_token, batch.completion_mask)
         return torch.where(d.present, values, torch.full_like(values, math.nan))
 
     @staticmethod

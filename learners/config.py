@@ -76,6 +76,13 @@ class EstimatorConfig(Registered):
         description="turn: each turn's own reward; trajectory: the seat's total episode return, given to each of "
         "its turns in the phase.",
     )
+    trajectory_stats: Literal["attempt", "turn"] = Field(
+        default="attempt",
+        description="Under trajectory credit, what counts once in a group's statistics (mean, std). attempt: each "
+        "seat's attempt (its turns of the phase in one episode), so GRPO is over the G attempts (the paper's "
+        "GRPO, AUSO); turn: each turn, so an attempt of 21 turns weighs 21 times (verl-agent's per-step mode). "
+        "Either way every turn of an attempt gets its attempt's advantage. Unused under turn credit.",
+    )
     loss_weight: float = Field(default=1.0, ge=0.0, description="Scales this phase's samples' loss (Sample.weight).")
     drop_zero_variance: bool | None = Field(
         default=None, description="Drop groups whose rewards are all equal; unset: learner.drop_zero_variance."
@@ -95,7 +102,10 @@ class ObjectiveConfig(Registered):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Registered objective term, e.g. jsd_distill.")
-    coef: float = Field(default=1.0, ge=0.0, description="Weight of the term in the loss.")
+    coef: float | None = Field(
+        default=None, ge=0.0,
+        description="Weight of the term in the loss; unset: the term's own default (1.0; auso_distill 0.1, the paper's).",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, validate_default=True, description="The term's own options (jsd_distill: probe, topk)."
     )
@@ -132,6 +142,12 @@ class LearnerConfig(BaseModel):
     kl_estimator: Literal["k1", "k3"] = Field(default="k3", description="Per-token KL estimator.")
     aggregation: Literal["token", "sequence", "constant"] = Field(
         default="token", description="Loss reduction: token mean, sequence mean, or Dr.GRPO's constant."
+    )
+    aggregate_per_phase: bool = Field(
+        default=False,
+        description="Reduce each phase's loss over its own tokens (token) or sequences (sequence) in the batch and "
+        "add the phases, each scaled by its loss_weight: LSP's L = L_sol + alpha_ch * L_ch (LSP's training "
+        "default). False: one mean over all the batch's tokens, so a phase weighs by its share of them.",
     )
     updates_per_batch: int = Field(default=1, ge=1, description="Optimizer steps on each batch (PPO epochs).")
     token_budget: int = Field(

@@ -165,15 +165,17 @@ def top_per_stream(
 ) -> list[int]:
     """A step's curriculum: indices into ``tasks`` (each ``(stream, score)``), in order.
 
-    Rank each stream by score (ties: earlier first) and take the top ``round(alpha * m)``
-    tasks of ``streams[0]`` and the top ``m - round(alpha * m)`` of ``streams[1]``; tasks
-    of any other stream are never chosen. With ``fill``, a stream with too few tasks
-    leaves its quota to the other.
+    Rank each stream by score (ties: earlier first) and take the top ``q = floor(alpha * m + 0.5)``
+    tasks of ``streams[0]`` and the top ``m - q`` of ``streams[1]``; tasks of any other stream
+    are never chosen. With ``fill``, a stream with too few tasks leaves its quota to the other.
+    ``q`` rounds halves UP (alpha 0.5: m = 5 -> 3, m = 7 -> 4), the paper's ``alpha*M`` read as
+    ordinary rounding; Python's ``round`` would round halves to even (m = 5 -> 2).
     """
     if m < 0 or not 0.0 <= alpha <= 1.0:
         raise ValueError("need m >= 0 and alpha in [0, 1]")
     first, second = streams
-    quota = {first: round(alpha * m), second: m - round(alpha * m)}
+    q = min(m, int(alpha * m + 0.5))  # floor: alpha * m >= 0
+    quota = {first: q, second: m - q}
     ranked = {
         s: sorted((i for i, (stream, _) in enumerate(tasks) if stream == s), key=lambda i: (-tasks[i][1], i))
         for s in quota
@@ -197,7 +199,7 @@ class StreamCurriculumOptions(BaseModel):
     fill: bool = Field(default=False, description="Let one stream use the other's unused quota (paper: not said).")
     stream_key: str = Field(default="stream", description="Episode info key naming each task's stream.")
     streams: tuple[str, str] = Field(
-        default=("skill", "exploration"), description="The two streams; the first gets round(alpha * M) tasks."
+        default=("skill", "exploration"), description="The two streams; the first gets floor(alpha * M + 0.5) tasks (halves round up)."
     )
     rank_by: str = Field(default="proposer", description="Seat whose episode reward ranks the tasks of a stream.")
 

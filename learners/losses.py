@@ -8,6 +8,7 @@ tokens. Per-token losses are ``(B, T)``; :func:`aggregate` reduces them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -86,3 +87,22 @@ def aggregation_weights(
     if constant is None:
         raise ValueError("aggregation 'constant' needs the constant")
     return mask / (batch_seqs * constant)
+
+
+def phase_aggregation_weights(
+    mask: torch.Tensor, mode: Aggregation, phases: Sequence[str], tokens: Mapping[str, float],
+    seqs: Mapping[str, int], constant: float | None,
+) -> torch.Tensor:
+    """Per-token weights that reduce each PHASE over its own tokens / sequences in the whole batch.
+
+    Row ``r`` (phase ``phases[r]``) gets :func:`aggregation_weights` with that phase's batch totals, so
+    the weighted sum is ``sum_phase aggregate(phase's per-token losses)``: LSP's
+    ``L = L_sol + alpha_ch * L_ch`` with each role's loss its own mean (``alpha_ch`` is the
+    challenger samples' ``weight``). Pooled instead (one mean over all tokens), 2 queries x 5
+    solvers with 7 challenger and 45 solver tokens weigh the challenger's loss 7/52, not 1.
+    Micro-batches add up to the whole batch as with :func:`aggregation_weights`. ``-> (b, T)``.
+    """
+    rows = [
+        aggregation_weights(mask[r : r + 1], mode, tokens[phase], seqs[phase], constant) for r, phase in enumerate(phases)
+    ]
+    return torch.cat(rows) if rows else mask.clone()

@@ -105,6 +105,12 @@ class Objective(ABC):
     probes: tuple[str, ...] = ()
     topk: int = 0
     reweights: bool = False
+    #: False when ``loss`` reads no probes (only ``action_values`` does): the learner then scores the
+    #: probes inside the reweighting pass, one micro-batch at a time, instead of holding them for the
+    #: whole step (what a full-vocabulary probe, ``topk = 0``, needs at real vocabulary sizes).
+    loss_probes: bool = True
+    #: The term's weight when the config gives no ``coef`` (AUSO's distillation: the paper's 0.1).
+    default_coef: float = 1.0
     #: names of the per-row values ``loss`` may put in ``ctx.record`` (see :meth:`step_stats`).
     records: tuple[str, ...] = ()
 

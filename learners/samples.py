@@ -9,7 +9,12 @@ turns in play order) and returns an advantage and a keep flag per turn.
 Credit: ``turn`` gives the estimator each turn's own reward; ``trajectory``
 gives every turn of a seat in the phase the seat's total episode return
 (``episode.rewards[seat]``, PettingZoo's cumulative reward), for multi-turn
-games whose rewards only make sense for the whole game.
+games whose rewards only make sense for the whole game. With trajectory credit and
+``trajectory_stats: attempt`` (the default) the estimator sees ONE entry per attempt
+(a seat's turns of the phase in one episode, represented by its first turn), so a
+group's mean and std are over attempts, not turns; each turn then gets its attempt's
+advantage and keep flag. Two attempts of 5 and 21 turns with returns -0.3 and 0:
+GRPO gives -1 / +1 per attempt, where ``turn`` (each turn counted) gives -2.05 / +0.49.
 
 Each sample carries ``weight = loss_weight`` of its phase and ``extras``:
 ``group`` (its ``group_by`` key values joined by '|'), ``finish_reason`` and
@@ -73,12 +78,27 @@ def build_samples(
             continue
         rewards = credited_rewards(turns, games, episodes, est)
         drop = cfg.drop_zero_variance if est.drop_zero_variance is None else est.drop_zero_variance
+        # Attempt statistics: the estimator sees each (episode, seat) once, by its first turn.
+        which = list(range(len(turns)))  # each turn's row in the estimator's input
+        rows = which  # each row's turn
+        if est.credit == "trajectory" and est.trajectory_stats == "attempt":
+            first: dict[tuple[int, str], int] = {}
+            rows, which = [], []
+            for i, (t, g) in enumerate(zip(turns, games, strict=True)):
+                if (g, t.seat) not in first:
+                    first[(g, t.seat)] = len(rows)
+                    rows.append(i)
+                which.append(first[(g, t.seat)])
+        at = torch.tensor(rows, dtype=torch.long)
         inp = EstimatorInput(
-            rewards=rewards, keys=[t.group for t in turns], roles=[t.role for t in turns], games=torch.tensor(games),
-            turns=turns, episodes=episodes, group_by=list(est.group_by), drop_zero_variance=drop,
+            rewards=rewards[at], keys=[turns[i].group for i in rows], roles=[turns[i].role for i in rows],
+            games=torch.tensor([games[i] for i in rows]), turns=[turns[i] for i in rows], episodes=episodes,
+            group_by=list(est.group_by), drop_zero_variance=drop,
         )
         out = get_estimator(est.name).fn(inp, est.parsed_options(), states.for_phase(phase))
-        adv, keep = out.advantages, out.keep
+        back = torch.tensor(which, dtype=torch.long)
+        adv, keep = out.advantages[back], out.keep[back]
+        extras = [out.extras[j] for j in which] if out.extras is not None else None
         stats[f"{phase}/turns"] = float(len(turns))
         stats[f"{phase}/dropped"] = float((~keep).sum())
         stats[f"{phase}/reward_mean"] = float(rewards.mean())
@@ -92,7 +112,7 @@ def build_samples(
                         "group": "|".join(t.group.get(k, "") for k in est.group_by),
                         "finish_reason": t.finish_reason,
                         "reward": float(rewards[i]),
-                    } | (out.extras[i] if out.extras is not None else {}),
+                    } | (extras[i] if extras is not None else {}),
                 )
             )
     return samples, stats

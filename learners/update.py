@@ -12,7 +12,8 @@
 3. for each micro-batch: per-token loss (clipped surrogate or detached REINFORCE
    on ``A_b * token_weight_bt``, plus ``beta`` * KL), times the sample's
    ``weight``, weighted so that the sum over micro-batches equals the loss over
-   the whole batch, plus the objective terms; backward; then clip gradients and step.
+   the whole batch (one mean over all of it, or with ``aggregate_per_phase`` one
+   per phase, summed), plus the objective terms; backward; then clip gradients and step.
 
 ``backend: torch`` uses AdamW; ``backend: deepspeed`` builds a DeepSpeed engine
 (ZeRO 0-3, optional bf16) that runs on GPUs and on CPU with gloo. Log-probs use
@@ -47,7 +48,7 @@ from arena.core.distributed import SINGLE, Dist, max_value, sum_grads, sum_tenso
 from arena.core.types import Sample
 from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from learners.config import LearnerConfig, ObjectiveConfig
-from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
+from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, phase_aggregation_weights, reinforce_detached
 from learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
 from learners.progress import Progress
 
@@ -70,7 +71,8 @@ def build_objectives(cfgs: Sequence[ObjectiveConfig]) -> list[tuple[str, Objecti
         spec = get_objective(c.name)
         seen[c.name] = seen.get(c.name, 0) + 1
         key = f"obj/{c.name}" + (f"#{seen[c.name]}" if seen[c.name] > 1 else "")
-        out.append((key, spec.cls(spec.options.model_validate(c.options), c.coef)))
+        coef = spec.cls.default_coef if c.coef is None else c.coef
+        out.append((key, spec.cls(spec.options.model_validate(c.options), coef)))
     return out
 
 
@@ -195,9 +197,16 @@ class Learner:
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))
-        # Only the probes of terms active at this step are scored (AUSO's stages use one each).
-        need = probe_topk([term for _, term in self.objectives if term.active_at(progress)])
-        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in need})
+        phase_tokens: dict[str, float] = {}
+        phase_seqs: dict[str, int] = {}
+        for s in samples:  # per-phase totals over the WHOLE batch (aggregate_per_phase)
+            phase_tokens[s.phase] = phase_tokens.get(s.phase, 0.0) + len(s.completion_ids)
+            phase_seqs[s.phase] = phase_seqs.get(s.phase, 0) + 1
+        # Only the probes of terms active at this step are scored (AUSO's stages use one each); those only
+        # the reweighting pass reads (``loss_probes`` False) are scored there, a micro-batch at a time.
+        active = [term for _, term in self.objectives if term.active_at(progress)]
+        need = probe_topk([term for term in active if term.loss_probes])
+        totals = BatchTotals(n_seqs, n_tokens, {p: sum(p in s.probes for s in samples) for p in probe_topk(active)})
         with torch.no_grad():
             # One update per batch is on-policy: the "old" logprobs are the current ones,
             # taken (detached) from the training forward itself; no extra pass needed.
@@ -237,7 +246,11 @@ class Learner:
                     kl = kl_penalty(logp, ref[k], cfg.kl_estimator)
                     per_token = pg + cfg.beta * kl
                 per_token = per_token * mb.weights[:, None]
-                w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
+                if cfg.aggregate_per_phase:
+                    w = phase_aggregation_weights(mb.completion_mask, cfg.aggregation, [samples[i].phase for i in mb.index],
+                                                  phase_tokens, phase_seqs, constant)
+                else:
+                    w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
                 loss = (per_token * w).sum()
                 if self.objectives:
                     ctx = ObjectiveContext(mb, logp_full, probes[k], mb.weights, progress, totals, samples)
@@ -321,7 +334,9 @@ class Learner:
         if not terms:
             return {}, {}
         values = {key: torch.zeros(len(samples), dtype=torch.float64) for key, _ in terms}
+        lazy = probe_topk([term for _, term in terms if not term.loss_probes])
         for mb, mb_probes in zip(micro, probes, strict=True):
+            mb_probes = {**mb_probes, **self._probe_dists(samples, mb, lazy)} if lazy else mb_probes
             logp = self._log_softmax(self._forward_model(), mb)  # the student's own context, no grad
             for key, term in terms:
                 values[key][mb.index] = term.action_values(mb, logp, mb_probes).double().cpu()

@@ -120,6 +120,10 @@ class Trainer:
         self.generator = self.policies[cfg.trainable]
         spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
         learner_cfg = resolve_precision(cfg.learner)
+        from learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
+
+        caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
+        learner_cfg = resolve_length_cap(learner_cfg, max(caps))
         # An hf generator on the learner's device whose dtype is the learner's weights' shares the
         # learner's model: nothing to sync. With bf16 weights the fp32 master then starts from the
         # generator's bf16 copy of the initial weights.

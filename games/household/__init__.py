@@ -56,7 +56,17 @@ Rewards
     1 on the turn that achieves the goal (the attempt then stops); invalid
     turns -0.1. A seat's return is 1 - 0.1 x (its invalid turns) if it solved
     the task, else -0.1 x (its invalid turns). Default training: trajectory
-    credit, GRPO over the episode's G attempts.
+    credit, GRPO over the episode's G attempts: each attempt counts ONCE in
+    its group's mean and std (``trajectory_stats: attempt``, the default), and
+    every turn of an attempt gets the attempt's advantage. Two attempts of 5
+    and 21 turns with returns -0.3 and 0 get -1 and +1. KL to the reference
+    0.01 with the k3 estimator (public code; the learner's own default 0.001
+    is SpyRL's). With AUSO (``household.auso.yaml``, ``household.paper.yaml``):
+    ``auso_distill`` has coefficient 0.1 and the public code's length-cap rule
+    (skip the term when over 5% of responses hit the cap or their mean length
+    exceeds 0.4 of it; ``length_cap: auto`` = the policy's max_new_tokens) when
+    the config omits them; ``household.auso.yaml`` switches the rule off for its
+    12-token replies (see its comment).
 
 Skills (``skills/``) and AUSO's probes
     General principles, common mistakes and task-specific skills (in-domain
@@ -98,6 +108,11 @@ Deviations from ALFWorld / the public code
       non-admissible action to the admissible one sharing the most words
       (``actions.nearest_action``, counted in ``approximate_rate``); with both,
       27% of turns act and 73% stay invalid (4 held-out games).
+
+    * ``trajectory_stats: turn`` (not the default) counts each TURN in the group
+      statistics, as verl-agent's per-step GRPO does: a long attempt weighs
+      more (the example above gives -2.05 / +0.49). Before issue #24 this was
+      the only behaviour.
 
 Version history
     v0: first release; the ``skills.retriever: embedding`` option added later

@@ -48,7 +48,11 @@ class HouseholdGame(LLMGame[HouseholdObservation, HouseholdConfig]):
         ("actions", ("game/invalid_rate", "game/steps")),
     )
     training_defaults: ClassVar[dict[str, Any]] = {
-        "learner": {"estimators": {"act": {"name": "grpo", "group_by": ["episode"], "credit": "trajectory"}}},
+        "learner": {
+            "beta": 0.01,  # the public code's KL loss coefficient, k3 estimator (the learner's 0.001 is SpyRL's)
+            "kl_estimator": "k3",
+            "estimators": {"act": {"name": "grpo", "group_by": ["episode"], "credit": "trajectory"}},
+        },
     }
 
     def __init__(self, config: HouseholdConfig | None = None, render_mode: str | None = None, **overrides: Any):

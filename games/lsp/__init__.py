@@ -53,7 +53,15 @@ Training (``training_defaults``; the learner's registered pieces, no special cas
     challenger turns = ``mean_i V(q_i) - V(q)``. Loss ``reinforce`` (ratio's
     denominator detached, no clipping), KL to the frozen reference with
     beta 0.05 on both roles; ``L = L_sol + alpha_ch * L_ch`` with alpha_ch the
-    challenge phase's ``loss_weight``.
+    challenge phase's ``loss_weight``, each role's loss its OWN token mean
+    (``learner.aggregate_per_phase: true``; false pools every token in one
+    mean, which gave the challenger's loss weight 7/52 instead of 1 with 2
+    queries x 5 solvers, 7 challenger and 45 solver tokens). Every sample is
+    trained, zero-variance groups included (``drop_zero_variance: false``:
+    dropping them would drop their KL term too, and with G = 1 every solver
+    sample). lr 3e-6 and 8 games (queries) per step, the paper's. A config
+    that omits these keys gets these values; ``lsp.yaml`` (CPU) overrides lr
+    (1e-5) and games_per_step (4) to keep a few-step run short.
 
 Metrics
     Per game: ``R`` (= V(q)), ``R_Q`` (= V_Q(q)), ``no_query``, ``query_words``,

@@ -60,11 +60,15 @@ class LspGame(LLMGame[LspObservation, LspConfig]):
             "loss": "reinforce",
             "beta": 0.05,
             "kl_estimator": "k1",
+            "lr": 3e-6,  # the paper's (the learner's own default, 1e-6, is SpyRL's)
+            "aggregate_per_phase": True,  # L = L_sol + alpha_ch * L_ch, each role's own token mean
+            "drop_zero_variance": False,  # the paper's loss has every sample (and its KL term)
             "estimators": {
                 "challenge": {"name": "lsp_challenger", "group_by": ["phase"]},
                 "solve": {"name": "lsp_solver", "group_by": ["episode"]},
             },
-        }
+        },
+        "train": {"games_per_step": 8},  # the paper's 8 queries per step (the global default 128 is SpyRL's)
     }
 
     # ----------------------------------------------------------------- seats

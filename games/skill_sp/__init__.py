@@ -28,8 +28,11 @@ solver_{M-1}`` (role solver, trainable; M = ``solvers``).
    is *valid* iff the unique plurality of the probes' answers equals the contract's answer
    (``rules.probe_verdict``). Proposer reward ``1[valid] * (1 - 2 |v_solve - 0.5|)``, booked on its
    propose turn. Not valid: episode ends.
-4. *solve* (M solvers, hidden). Same view as the probes; they never see skill text. Reward 1 if the
-   checker accepts the response (executed against the contract), else 0.
+4. *solve* (M solvers, hidden). Same view as the probes: the task alone (PROTOCOLS.md: the solver
+   never sees skill text); with ``solver_sees_skill: true`` also the routed skill's name, description
+   and rules (the reading ``pi_solver(action | observation, skill)``); never its hints, examples or
+   contract, and no skill in the exploration stream or in held-out evaluation. Reward 1 if the checker accepts the
+   response (executed against the contract), else 0.
 
 **Cross-episode state** (``env.SkillState``, a :class:`~arena.core.game.GameState`): the
 :class:`~games.skill_sp.controller.SkillLibrary`. Envs read a frozen snapshot (active skills, weights,
@@ -43,7 +46,8 @@ readable skill folders + ``graph.json`` + ``stats.json``.
 **Training defaults.** GRPO on ``propose`` (one group per phase and role over the step) and, for
 ``solve``, the solver curriculum, the estimator ``skill_sp_curriculum`` (``learners/estimators.py``;
 the game names it in its training defaults and each episode's ``info["stream"]`` feeds it): the solver
-turns of the top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step, ranked
+turns of the top ``alpha*M`` skill-stream and top ``(1-alpha)*M`` exploration tasks of the step (``alpha*M``
+rounded half up: alpha 0.5, M = 5 gives 3 skill tasks), ranked
 by proposer reward, with GRPO per task; other solver turns are dropped. Probe turns are not trained.
 
 **Library evolution** (``evolve.py``) runs after each step when ``evolution.policy`` names a policy
@@ -51,7 +55,13 @@ by proposer reward, with GRPO per task; other solver turns are dropped. Probe tu
 skills whose tasks all failed; a package enters only through the controller's structural, sandboxed
 and novelty checks.
 
-**Deviations.** The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
+**Deviations.** PROTOCOLS.md §3 says the solver never sees skill text, which is our default; issue
+#24's audit reads the paper's ``pi_solver(action | observation, skill)`` as showing it, which
+``solver_sees_skill: true`` does (the two sources disagree; the default follows PROTOCOLS.md). The routing's frontier
+rate ``s3`` counts only VALID tasks in the band (over all the skill's tasks): the paper does not say;
+``controller.py`` gives the reason. Induction tries up to 20 exploration tasks per step by default
+(``evolution.induce_per_step``; the paper induces about 20 skills per iteration; ``skill_sp.yaml``
+keeps 1 on CPU). The library is a networkx graph (lineage and co-occurrence edges): beyond the paper. A
 stream with fewer valid tasks than its curriculum quota does not pass the rest to the other (``fill:
 true`` does; the paper does not say). Parse failures are game events with the rewards above: keep
 ``invalid.mode: na``. **Evaluation** (``mode: heldout``): no proposer or probes; the solvers answer held-out tasks, judged by

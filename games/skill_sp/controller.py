@@ -8,7 +8,13 @@ Formulas (PROTOCOLS.md §3, "Routing" and "Iteration"):
   ``s1`` structurally verified (schema and the skill's validators accept the
   contract), ``s2`` solver-consistent (the probes' unique majority equals the
   contract's answer), ``s3`` frontier difficulty (``v_solve`` in
-  ``[band_low, band_high]``).
+  ``[band_low, band_high]``). ``s3`` counts VALID tasks only (parsed, verified and
+  solver-consistent) in the band, over all ``n`` tasks: an invalid task's
+  ``v_solve`` is measured against a contract the probes' majority contradicts, so
+  it says nothing about difficulty, and the proposer reward, whose band it tracks,
+  is 0 for it (``1[valid] * ...``). The paper names the outcome without saying
+  this; it is our reading (issue #24). Example: two tasks with ``v_solve`` 0.5,
+  one valid: ``s3 = (1 + a) / (2 + a + b)`` = 0.5, not 0.75.
 * **Quality** ``v = 0.5 s1 + 0.25 s2 + 0.25 s3``.
 * **Routing weight** ``w = clip(v, clip_low, 1) * b * exp(-uses / tau)``: the
   quality, kept above ``clip_low`` so every active skill stays routable, times an
@@ -70,7 +76,9 @@ class ControllerConfig(BaseModel):
 
     prior_a: float = Field(default=1.0, gt=0, description="Beta prior pseudo-successes a of every rate.")
     prior_b: float = Field(default=1.0, gt=0, description="Beta prior pseudo-failures b of every rate.")
-    band_low: float = Field(default=0.2, ge=0, le=1, description="Lowest v_solve that counts as frontier difficulty.")
+    band_low: float = Field(
+        default=0.2, ge=0, le=1, description="Lowest v_solve that counts as frontier difficulty (valid tasks only)."
+    )
     band_high: float = Field(default=0.8, ge=0, le=1, description="Highest v_solve that counts as frontier difficulty.")
     clip_low: float = Field(default=0.05, gt=0, le=1, description="Quality floor in the routing weight (keeps w > 0).")
     bonus: float = Field(default=1.0, gt=0, description="Scale b of the exploration bonus b*exp(-uses/tau).")

@@ -212,6 +212,10 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
             )  # fmt: skip
         if self.proposal is None:  # before a task exists (PettingZoo asks every seat)
             return SkillSpObservation(role=self.role(seat))  # type: ignore[arg-type]
+        shown = self.skill if self.config.solver_sees_skill and not self.heldout else None
+        if shown is not None:  # pi_solver(action | observation, skill): the skill's text, never its examples
+            return SkillSpObservation(role=self.role(seat), task=self.proposal.prompt, kind=self.proposal.kind,  # type: ignore[arg-type]
+                                      skill=shown.name, description=shown.description, rules=shown.rules)
         return SkillSpObservation(role=self.role(seat), task=self.proposal.prompt, kind=self.proposal.kind)  # type: ignore[arg-type]
 
     def render_messages(self, observation: SkillSpObservation) -> list[ChatMessage]:

@@ -55,7 +55,10 @@ class EvolutionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     policy: str | None = Field(default=None, description="Policy (a frozen base model) that writes packages; None: no evolution.")
-    induce_per_step: int = Field(default=2, ge=0, le=64, description="Exploration tasks turned into candidate skills per step.")
+    induce_per_step: int = Field(
+        default=20, ge=0, le=64,
+        description="Exploration tasks turned into candidate skills per step (one step = one iteration; paper: about 20).",
+    )
     refine_min_failures: int = Field(default=2, ge=1, description="Failed tasks in a step before a skill is refined.")
     temperature: float = Field(default=0.7, ge=0.0, description="Sampling temperature of the evolving model.")
     max_new_tokens: int = Field(default=512, ge=16, description="Token budget of one written package or rule set.")

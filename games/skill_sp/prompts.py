@@ -51,6 +51,8 @@ def solver_messages(obs: SkillSpObservation) -> list[ChatMessage]:
         how = f"{CALL_FORMAT}\nTools:\n{tool_list(sorted(tools.TOOLS))}"
     else:
         how = "Reply with the answer as JSON only (an object, a list, a number or a string, as the task asks)."
+    if obs.skill:  # solver_sees_skill: the routed skill's description and rules
+        how += f"\n\nSkill: {obs.skill} - {obs.description}\nSkill rules:\n{obs.rules}"
     return [{"role": "system", "content": how}, {"role": "user", "content": obs.task}]
 
 

@@ -26,6 +26,13 @@ class SkillSpConfig(GameConfig):
         default="", description="Written start of the proposer's reply (CPU: '{\"task\": \"'), continued by the model "
         "and parsed with its reply. Paper: none.",
     )
+    solver_sees_skill: bool = Field(
+        default=False,
+        description="Probes and solvers also see the routed skill's name, description and rules (the reading "
+        "pi_solver(action | observation, skill)); never its hints, examples or contract. Exploration tasks and "
+        "held-out evaluation have no skill to show. False (PROTOCOLS.md: the solver never sees skill text): "
+        "the task alone.",
+    )
     skills_dir: str | None = Field(default=None, description="Folder of skill packages; default: the seed library.")
     controller: ControllerConfig = Field(default_factory=ControllerConfig, description="Routing, pruning, induction.")
     sandbox: Limits = Field(default_factory=Limits, description="Limits of every sandbox run (validators, checks).")
@@ -82,7 +89,8 @@ class SkillSpOptions(BaseModel):
 
 
 class SkillSpObservation(Message):
-    """What a seat sees. The proposer sees the routed skill (or none); probes and solvers only the task."""
+    """What a seat sees. The proposer sees the routed skill (or none); probes and solvers the task and, with
+    ``solver_sees_skill``, the skill's name, description and rules."""
 
     role: Literal["proposer", "probe", "solver"]
     skill: str = ""

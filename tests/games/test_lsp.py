@@ -105,6 +105,33 @@ def test_configs_load_with_lsp_estimators() -> None:
     assert paper.policies["rm"].model == "Skywork/Skywork-Reward-V2-Llama-3.2-3B"
 
 
+def test_a_config_that_omits_the_keys_gets_the_papers_settings() -> None:
+    """LSP's training defaults (issue #24): lr 3e-6 and 8 queries per step (the global defaults, 1e-6
+    and 128, are SpyRL's), each role's loss its own mean (L_sol + alpha_ch L_ch), no sample dropped."""
+    from arena.loop.config import parse_config
+
+    cfg = parse_config({"game": {"name": "lsp"}})
+    assert cfg.learner.lr == 3e-6 and cfg.train.games_per_step == 8
+    assert cfg.learner.aggregate_per_phase is True and cfg.learner.drop_zero_variance is False
+    assert cfg.learner.beta == 0.05 and cfg.learner.loss == "reinforce" and cfg.learner.kl_estimator == "k1"
+    cpu = load_config("games/lsp/lsp.yaml")  # the CPU config keeps its short-run lr and budget
+    assert cpu.learner.lr == 1e-5 and cpu.train.games_per_step == 4 and cpu.learner.aggregate_per_phase
+    paper = load_config("games/lsp/lsp.paper.yaml")
+    assert paper.learner.lr == 3e-6 and paper.train.games_per_step == 8 and not paper.learner.drop_zero_variance
+
+
+def test_one_solver_keeps_every_solver_sample() -> None:
+    """The audit's case: with G = 1 every solver group has one reward (no variance); dropping such
+    groups (the old default) dropped every solver sample and its KL term."""
+    episodes = _episodes(CONFIGS["zero_verifier"] | {"n_solvers": 1}, default_bot, n=4)
+    defaults = LspGame.training_defaults["learner"]
+    cfg = LearnerConfig(**{k: v for k, v in defaults.items()})
+    samples, stats = build_samples(episodes, ["challenge", "solve"], cfg, EstimatorStates(cfg.estimators), "learner")
+    solvers = [s for s in samples if s.phase == "solve"]
+    assert len(solvers) == 4 and stats["solve/dropped"] == 0.0 and all(s.advantage == 0.0 for s in solvers)
+    assert len(_samples(episodes, drop=True)) < len(samples)
+
+
 # ------------------------------------------------------------------ advantages
 def _episodes(settings: dict, bot, n: int = 6) -> list:
     policy = ScriptedPolicy(bot, name="learner")

@@ -15,7 +15,7 @@ from games.skill_sp import SkillSpGame, SkillState
 from games.skill_sp.bots import BOTS
 from games.skill_sp.rules import Proposal, canonical, parse_answer, parse_proposal, probe_verdict, proposal_reward
 from games.skill_sp.sandbox import Limits
-from games.skill_sp.types import SkillSpConfig
+from games.skill_sp.types import SkillSpConfig, SkillSpObservation
 from learners.estimators import top_per_stream
 from policies.scripted import ScriptedPolicy
 
@@ -78,13 +78,36 @@ def test_scripted_episodes_reward_the_frontier():
         assert ep.rewards["proposer"] == pytest.approx(expected)
         solver_turns = [t for t in ep.turns if t.role == "solver"]
         assert bool(solver_turns) == ep.info["consistent"]
-        for t in solver_turns:  # solvers never see skill text
-            assert "Generation hints" not in json.dumps(t.messages) and "Rules:" not in json.dumps(t.messages)
+        for t in solver_turns:  # solvers never see skill text by default (PROTOCOLS.md)
+            text = json.dumps(t.messages)
+            assert "Generation hints" not in text and "Example contract" not in text and "Skill rules:" not in text
     oracle = play("oracle", 4, exploration_share=0.0)
     assert all(ep.info["v_solve"] == 1.0 and ep.rewards["proposer"] == 0.0 for ep in oracle)
     assert all(ep.rewards[f"solver_{i}"] == 1.0 for ep in oracle for i in range(2))
     guess = play("guess", 4)
     assert all(not ep.info["consistent"] and ep.rewards["proposer"] == 0.0 for ep in guess)
+
+
+def test_solver_sees_the_skill_only_when_switched_on():
+    """PROTOCOLS.md: the solver never sees skill text (the default); ``solver_sees_skill: true``
+    (pi_solver(action | observation, skill)) gives probes and solvers the routed skill's name,
+    description and rules."""
+    from games.skill_sp.prompts import solver_messages
+
+    for sees in (True, False):
+        episodes = play("default", 6, exploration_share=0.0, solver_sees_skill=sees)
+        assert SkillSpGame(**SMALL).config.solver_sees_skill is False
+        turns = [(ep, t) for ep in episodes for t in ep.turns if t.role in ("solver", "probe")]
+        assert turns
+        for ep, t in turns:
+            system = t.messages[0]["content"]
+            assert (f"Skill: {ep.info['skill']} - " in system) == sees, (sees, system)
+            assert "Generation hints" not in json.dumps(t.messages)
+    obs = SkillSpObservation(role="solver", task="T?", kind="logic", skill="sk", description="does d", rules="r1\nr2")
+    assert solver_messages(obs)[0]["content"].endswith("\n\nSkill: sk - does d\nSkill rules:\nr1\nr2")
+    assert solver_messages(obs)[1] == {"role": "user", "content": "T?"}
+    bare = SkillSpObservation(role="solver", task="T?", kind="logic")
+    assert "Skill" not in solver_messages(bare)[0]["content"]
 
 
 def drive(env: SkillSpGame, texts: dict[str, str], seed: int = 0, options: dict | None = None) -> None:
@@ -180,7 +203,7 @@ def test_curriculum_hand_values():
 def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
     chosen = top_per_stream(tasks, m, alpha, fill)
     assert len(chosen) == len(set(chosen)) <= m
-    quota = round(alpha * m)
+    quota = min(m, int(alpha * m + 0.5))
     n_skill = sum(tasks[i][0] == "skill" for i in chosen)
     if not fill:
         assert n_skill <= quota and len(chosen) - n_skill <= m - quota

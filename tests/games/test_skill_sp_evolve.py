@@ -60,7 +60,8 @@ def test_induction_admits_valid_novel_packages_only():
     best = max((ep for ep in episodes if ep.info["consistent"]), key=lambda ep: ep.rewards["proposer"])
     assert data["task"] in best.info["proposal"]
     junk = SkillLibrary(load_library().values())
-    metrics = evolve(junk, episodes, writer("I would write a skill about numbers."), pool, EvolutionConfig(), seed=0)
+    metrics = evolve(junk, episodes, writer("I would write a skill about numbers."), pool, EvolutionConfig(induce_per_step=2),
+                     seed=0)
     assert metrics["induced"] == 0 and metrics["induce_rejected"] == 2 and junk == SkillLibrary(load_library().values())
 
 

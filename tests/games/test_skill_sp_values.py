@@ -139,6 +139,20 @@ def test_proposal_reward_branches() -> None:
     assert proposal_reward(True, True, ProbeVerdict(0.75, None, True)) == pytest.approx(0.5)
 
 
+def test_curriculum_quota_rounds_halves_up() -> None:
+    """The audit's case: alpha 0.5, M = 5 -> 3 skill tasks (Python's round: 2), M = 7 -> 4."""
+    skill = [("skill", 1.0 - 0.01 * i) for i in range(10)]
+    explore = [("exploration", 1.0 - 0.01 * i) for i in range(10)]
+    tasks = skill + explore
+    for m, want in ((5, 3), (7, 4), (1, 1), (3, 2), (4, 2), (0, 0)):
+        chosen = top_per_stream(tasks, m, 0.5)
+        assert sum(tasks[i][0] == "skill" for i in chosen) == want and len(chosen) == m
+    chosen = top_per_stream(tasks, 5, 0.3)  # 1.5 -> 2
+    assert sum(tasks[i][0] == "skill" for i in chosen) == 2
+    chosen = top_per_stream(tasks, 4, 0.6)  # 2.4 -> 2
+    assert sum(tasks[i][0] == "skill" for i in chosen) == 2
+
+
 def test_curriculum_quotas_ranking_and_fill() -> None:
     tasks = [("skill", 0.2), ("exploration", 0.9), ("skill", 0.8), ("exploration", 0.1),
              ("skill", 0.8), ("exploration", 0.5), ("skill", 0.1)]  # fmt: skip
@@ -147,7 +161,7 @@ def test_curriculum_quotas_ranking_and_fill() -> None:
     # alpha = 0.8: round(4.0) = 4 skill, 1 exploration (the 0.9)
     assert top_per_stream(tasks, 5, 0.8) == [0, 1, 2, 4, 6]
     assert top_per_stream(tasks, 2, 0.5) == [1, 2]  # 1 skill, 1 exploration
-    assert top_per_stream(tasks, 3, 0.5) == [1, 2, 4]  # round(1.5) = 2 skill, 1 exploration
+    assert top_per_stream(tasks, 3, 0.5) == [1, 2, 4]  # 1.5 rounds up: 2 skill, 1 exploration
     assert top_per_stream(tasks, 3, 0.0) == [1, 3, 5] and top_per_stream(tasks, 3, 1.0) == [0, 2, 4]
     # 6 skill wanted, only 4 exist; without fill 4 + 0, with fill the 2 spare go to exploration
     assert top_per_stream(tasks, 6, 1.0) == [0, 2, 4, 6]
@@ -215,6 +229,24 @@ def test_stats_record_with_asymmetric_band_and_prior() -> None:
     below = SkillStats().record(Outcome(True, True, True, 0.29), CFG).record(Outcome(True, True, True, 0.61), CFG)
     assert below.frontier == 0
     assert SkillStats().record(Outcome(True, False, True, 0.5), CFG).frontier == 0  # invalid: no frontier credit
+
+
+def test_frontier_rate_counts_valid_tasks_only_over_all_tasks() -> None:
+    """Two tasks with v_solve 0.5 in the band, one valid, one not solver-consistent: s3 = (1 + a) / (2 + a + b)
+    (3/7 with this prior; counting every in-band task would give 4/7)."""
+    st = SkillStats().record(Outcome(True, True, True, 0.5), CFG).record(Outcome(True, True, False, 0.5), CFG)
+    assert st.frontier == 1 and st.n == 2
+    a, b = CFG.prior_a, CFG.prior_b
+    assert st.rates(CFG)[2] == pytest.approx((1 + a) / (2 + a + b)) == pytest.approx(3 / 7)
+    st3 = SkillStats().record(Outcome(True, True, True, 0.5), CFG).record(Outcome(False, False, False, 0.5), CFG)
+    assert st3.frontier == 1 and st3.n == 2  # a parse failure is in the denominator too
+
+
+def test_induction_default_is_the_papers_about_20_per_iteration() -> None:
+    from games.skill_sp.evolve import EvolutionConfig
+    from games.skill_sp.types import SkillSpConfig
+
+    assert EvolutionConfig().induce_per_step == 20 and SkillSpConfig().evolution.induce_per_step == 20
 
 
 def test_should_prune_needs_evidence_and_a_low_reward() -> None:

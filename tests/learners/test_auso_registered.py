@@ -10,7 +10,7 @@ import torch
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.core.types import Episode, Sample, Turn
-from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd
+from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd, union_topk_jsd
 from learners.config import LearnerConfig
 from learners.estimators import EstimatorInput, get_estimator
 from learners.progress import Progress
@@ -82,6 +82,25 @@ def test_auso_distill_value_and_gradient_equal_a_reference_loop(tiny: Any, learn
     torch.testing.assert_close(grad, flat_grad(model), rtol=1e-3, atol=1e-7)
 
 
+@pytest.mark.parametrize("budget", [8, 12])
+def test_auso_distill_micro_batched_equals_full_batch(tiny: Any, learner_gradient: Any, budget: int) -> None:
+    """The audit's case: the action weights are z-scored over the WHOLE batch's selected actions, so
+    several micro-batches give the one-micro-batch gradient and term (before #24 all cases differed)."""
+    samples, progress = distill_samples(), Progress(3, 20)
+    model = copy.deepcopy(tiny)
+    expected = reference(model, samples, progress)
+    expected.backward()
+    full, full_stats = learner_gradient(samples, progress, temperature=TEMP, token_budget=10_000,
+                                        share_prompt_prefix=False, **cfg())
+    micro, micro_stats = learner_gradient(samples, progress, temperature=TEMP, token_budget=budget,
+                                          share_prompt_prefix=False, **cfg())
+    assert full_stats["micro_batches"] == 1 and micro_stats["micro_batches"] > 2
+    assert micro_stats["obj/auso_distill"] == pytest.approx(full_stats["obj/auso_distill"], rel=1e-5)
+    assert micro_stats["obj/auso_distill"] == pytest.approx(float(expected.detach()), rel=1e-4)
+    torch.testing.assert_close(micro, full, rtol=1e-4, atol=1e-8)
+    torch.testing.assert_close(micro, flat_grad(model), rtol=1e-3, atol=1e-7)
+
+
 def test_auso_distill_is_off_outside_internalisation_and_near_the_length_cap(learner_gradient: Any) -> None:
     samples = distill_samples()
     _, late = learner_gradient(samples, Progress(10, 20), temperature=TEMP, **cfg())
@@ -94,6 +113,35 @@ def test_auso_distill_is_off_outside_internalisation_and_near_the_length_cap(lea
     assert long["obj/auso_distill"] == 0.0  # mean length 2.6 > 0.4 * 5
     _, on = learner_gradient(samples, Progress(1, 20), temperature=TEMP, **cfg(length_cap=100))
     assert on["obj/auso_distill"] > 0.0
+
+
+def test_auso_defaults_are_the_papers() -> None:
+    """A config that omits them: coefficient 0.1 (jsd_distill keeps 1.0), the length-cap rule on with
+    the trainable policy's max_new_tokens (``auto``, resolved by the trainer; unresolved: off)."""
+    from learners.auso import AusoDistill, AusoDistillOptions, resolve_length_cap
+    from learners.update import build_objectives
+
+    cfg = LearnerConfig(objectives=[{"name": "auso_distill"}, {"name": "jsd_distill"}, {"name": "auso_distill", "coef": 0.5,
+                                                                                          "options": {"length_cap": None}}])
+    terms = build_objectives(cfg.objectives)
+    assert [t.coef for _, t in terms] == [0.1, 1.0, 0.5]
+    assert cfg.objectives[0].options["length_cap"] == "auto" and AusoDistillOptions().max_capped == 0.05
+    resolved = resolve_length_cap(cfg, 300)
+    assert [o.options.get("length_cap") for o in resolved.objectives] == [300, None, None]
+    assert build_objectives(resolved.objectives)[0][1].options.length_cap == 300
+    assert cfg.objectives[0].options["length_cap"] == "auto"  # the original is left alone
+    long = [Sample(prompt_ids=[1], completion_ids=[2] * 130, advantage=0.0, extras={"finish_reason": "stop"})] * 2
+    assert not AusoDistill(AusoDistillOptions(length_cap=300), 0.1)._allowed(long)  # mean 130 > 0.4 * 300
+    assert AusoDistill(AusoDistillOptions(length_cap=400), 0.1)._allowed(long)  # 130 <= 160
+    assert AusoDistill(AusoDistillOptions(), 0.1)._allowed(long)  # auto, unresolved: the rule is off
+
+
+def test_household_defaults_are_the_public_codes() -> None:
+    from arena.loop.config import parse_config
+
+    cfg = parse_config({"game": {"name": "household"}})
+    assert cfg.learner.beta == 0.01 and cfg.learner.kl_estimator == "k3"
+    assert cfg.learner.estimators["act"].trajectory_stats == "attempt"
 
 
 def test_auso_configs_validate() -> None:
@@ -124,7 +172,7 @@ def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, lear
         for s in samples[:6]:
             student = seq_log_softmax(model, s.prompt_ids, s.completion_ids, TEMP)
             bare = seq_log_softmax(model, s.probes["no_skill"], s.completion_ids, TEMP)
-            sens.append(float(topk_jsd(student, bare, K).mean()))
+            sens.append(float(union_topk_jsd(student, bare, K).mean()))  # symmetric: the union's top-k
     from learners.auso import utilisation_weights
 
     w = utilisation_weights(torch.tensor(sens, dtype=torch.float64), torch.tensor([0, 0, 0, 1, 1, 1]),
@@ -142,9 +190,10 @@ def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, lear
     torch.testing.assert_close(early, plain)
 
 
-@pytest.mark.parametrize(("step", "forwards"), [(1, 2), (10, 1), (20, 3)])
+@pytest.mark.parametrize(("step", "forwards"), [(1, 3), (10, 1), (20, 3)])
 def test_probes_cost_forward_passes_only_in_their_stage(tiny: Any, step: int, forwards: int) -> None:
-    """One micro-batch: the training forward, plus the teacher probe while internalising (step 1 of 20),
+    """One micro-batch: the training forward, plus the teacher probe and the student's own no-grad
+    pass (the whole batch's action weights, before the update) while internalising (step 1 of 20),
     nothing extra in the GRPO middle (step 10), the student's own no-grad pass and the no-skill probe
     (counted as one call each to the model) while utilising (step 20)."""
     from tiny_model import PAD

@@ -30,6 +30,7 @@ from learners.auso import (
     stage_weights,
     topk_jsd,
     topk_tail,
+    union_topk_jsd,
     utilisation_weights,
 )
 from learners.objectives import ProbeDist, jsd
@@ -259,7 +260,8 @@ def test_distill_selection_and_length_gate() -> None:
 def test_utilise_stage_and_weights_without_a_model() -> None:
     opts = AusoUtiliseOptions(schedule=AusoSchedule(boundaries=(0.25, 0.6)), beta=0.3, clip=1.0, probe="bare", topk=9)
     term = AusoUtilise(opts, coef=0.7)
-    assert term.probes == ("bare",) and term.topk == 9 and term.reweights and term.coef == 0.7
+    assert term.probes == ("bare",) and term.topk == 0 and term.reweights and term.coef == 0.7  # union: full probe
+    assert AusoUtilise(opts.model_copy(update={"bins": "probe"}), 0.7).topk == 9
     assert term._w_util(None) == 1.0 and term.active_at(None)
     assert term._w_util(Progress(15, 21)) == pytest.approx(0.15625) and term.active_at(Progress(15, 21))
     assert term._w_util(Progress(5, 21)) == 0.0 and not term.active_at(Progress(5, 21))
@@ -288,8 +290,66 @@ def test_utilise_stage_and_weights_without_a_model() -> None:
     assert term.action_weights(nogroup, torch.tensor([1.0, 3.0], dtype=torch.float64), None).tolist() == pytest.approx([0.7, 1.3])
 
 
+def test_union_topk_jsd_hand_value() -> None:
+    """The audit's point: p = (.5, .3, .1, .1), q = (.1, .6, .2, .1), k = 1. Union bins {0}, {1}, tail:
+    JSD((.5, .3, .2), (.1, .6, .3)), either order; q's top-1 only would be JSD((.3, .7), (.6, .4))."""
+    p = torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64).log()
+    q = torch.tensor([0.1, 0.6, 0.2, 0.1], dtype=torch.float64).log()
+
+    def hand(a: list[float], b: list[float]) -> float:
+        m = [(x + y) / 2 for x, y in zip(a, b, strict=True)]
+        return 0.5 * sum(x * math.log(x / mi) for x, mi in zip(a, m, strict=True)) + 0.5 * sum(
+            y * math.log(y / mi) for y, mi in zip(b, m, strict=True))
+
+    want = hand([0.5, 0.3, 0.2], [0.1, 0.6, 0.3])
+    assert want == pytest.approx(0.1032945, abs=1e-6)  # (0.0892 + 0.1174) / 2
+    assert float(union_topk_jsd(p, q, 1)) == pytest.approx(want, rel=1e-12)
+    assert float(union_topk_jsd(q, p, 1)) == pytest.approx(want, rel=1e-12)
+    assert float(topk_jsd(p, q, 1)) == pytest.approx(hand([0.3, 0.7], [0.6, 0.4]), rel=1e-12)
+    assert float(topk_jsd(q, p, 1)) == pytest.approx(hand([0.5, 0.5], [0.1, 0.9]), rel=1e-12)  # not symmetric
+    # k = 2: union {0, 1, 2} + tail {3}: (.5, .3, .1, .1) vs (.1, .6, .2, .1)
+    assert float(union_topk_jsd(p, q, 2)) == pytest.approx(hand([0.5, 0.3, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1]), rel=1e-12)
+    # the union covers the vocabulary: no tail bin, the full JSD
+    assert float(union_topk_jsd(p, q, 4)) == pytest.approx(float(jsd(p, q)), rel=1e-12)
+
+
+def test_union_topk_jsd_is_symmetric_and_bounded_on_random_cases() -> None:
+    """2,000 random pairs (the audit's count): swapping the two distributions never changes the value,
+    which lies between the one-sided top-k JSD's smaller bins and the full-vocabulary JSD."""
+    gen = torch.Generator().manual_seed(24)
+    for _ in range(20):
+        v = int(torch.randint(3, 40, (1,), generator=gen))
+        k = int(torch.randint(1, v + 1, (1,), generator=gen))
+        p = torch.log_softmax(3 * torch.randn(100, v, generator=gen, dtype=torch.float64), -1)
+        q = torch.log_softmax(3 * torch.randn(100, v, generator=gen, dtype=torch.float64), -1)
+        ab, ba = union_topk_jsd(p, q, k), union_topk_jsd(q, p, k)
+        torch.testing.assert_close(ab, ba, rtol=1e-12, atol=1e-14)
+        assert (ab <= jsd(p, q) + 1e-12).all() and (ab >= topk_jsd(p, q, k) - 1e-12).all()
+        # a slow reference: the union's tokens one by one
+        for r in range(0, 100, 37):
+            keep = sorted(set(p[r].topk(k).indices.tolist()) | set(q[r].topk(k).indices.tolist()))
+            rest = [t for t in range(v) if t not in keep]
+            a = [p[r, t].exp() for t in keep] + ([p[r, rest].exp().sum()] if rest else [])
+            b = [q[r, t].exp() for t in keep] + ([q[r, rest].exp().sum()] if rest else [])
+            want = float(jsd(torch.stack(a).log(), torch.stack(b).log()))
+            assert float(ab[r]) == pytest.approx(want, rel=1e-10, abs=1e-14)
+
+
+def test_utilise_action_values_on_the_union_by_default() -> None:
+    term = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=1), coef=1.0)
+    assert term.options.bins == "union"
+    logp = LOG(torch.tensor([[[0.5, 0.3, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]]], dtype=torch.float64))
+    probe_logp = LOG(torch.tensor([[[0.1, 0.6, 0.2, 0.1], [0.7, 0.1, 0.1, 0.1]]], dtype=torch.float64))
+    probe = ProbeDist(index=None, logp=probe_logp, tail=None, present=torch.tensor([True]))
+    batch = SimpleNamespace(completion_mask=torch.tensor([[1.0, 1.0]], dtype=torch.float64))
+    value = term.action_values(batch, logp, {"bare": probe})
+    assert value.item() == pytest.approx(float(union_topk_jsd(logp, probe_logp, 1).mean()), rel=1e-12)
+    swapped = term.action_values(batch, probe_logp, {"bare": ProbeDist(None, logp, None, torch.tensor([True]))})
+    assert swapped.item() == pytest.approx(value.item(), rel=1e-12)
+
+
 def test_utilise_action_values_from_the_probe() -> None:
-    term = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=2), coef=1.0)
+    term = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=2, bins="probe"), coef=1.0)
     logp = LOG(torch.tensor([[[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]],
                              [[0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1]]], dtype=torch.float64))  # fmt: skip
     probe_logp = logp.flip(-1)
@@ -300,13 +360,13 @@ def test_utilise_action_values_from_the_probe() -> None:
     assert values[0].item() == pytest.approx(float(per_token[0].mean())) and math.isnan(values[1].item())
     assert term.action_values(batch, logp, {}).isnan().all() and term.action_values(batch, logp, {}).shape == (2,)
     assert term.action_values(batch, torch.zeros(3, 2, 4), {}).shape == (3,)  # one per row (b), not per token
-    wide = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=64), coef=1.0)  # k cut to V - 1 = 3: the full JSD
+    wide = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=64, bins="probe"), coef=1.0)  # k cut to V - 1 = 3: full JSD
     assert wide.action_values(batch, logp, {"bare": probe})[0].item() == pytest.approx(float(jsd(logp, probe_logp)[0].mean()))
 
 
 def test_utilise_with_a_probe_index_covering_the_vocabulary() -> None:
     """A probe that lists every token (V <= topk): k is cut to V - 1 and the last token joins the tail bin."""
-    term = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=64), coef=1.0)
+    term = AusoUtilise(AusoUtiliseOptions(probe="bare", topk=64, bins="probe"), coef=1.0)
     logp = LOG(torch.tensor([[[0.1, 0.2, 0.3, 0.4]]], dtype=torch.float64))
     probe_p = torch.tensor([[[0.5, 0.3, 0.15, 0.05]]], dtype=torch.float64)
     order = torch.tensor([[[2, 0, 3, 1]]])

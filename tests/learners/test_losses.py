@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from learners.losses import aggregate, clipped_surrogate, kl_penalty, reinforce_detached, aggregation_weights
+from learners.losses import (
+    aggregate, aggregation_weights, clipped_surrogate, kl_penalty, phase_aggregation_weights, reinforce_detached,
+)
 
 
 def test_clipped_surrogate_hand_computed() -> None:
@@ -64,3 +66,69 @@ def test_micro_batch_weights_reproduce_the_full_batch_loss(mode: str) -> None:
         for i, j in [(0, 2), (2, 5)]
     )
     assert parts == pytest.approx(float(full))
+
+
+# ------------------------------------------------------------------ per-phase aggregation (LSP's L_sol + alpha_ch L_ch)
+def lsp_batch() -> list:
+    """The audit's case: 2 queries x 5 solvers; 7 challenger tokens (3 + 4), 45 solver tokens."""
+    from arena.core.types import Sample
+
+    out = []
+    for q, n_ch in enumerate((3, 4)):
+        out.append(Sample(prompt_ids=[3 + q, 4], completion_ids=[5 + t for t in range(n_ch)], advantage=(-1) ** q * 0.5,
+                          phase="challenge", role="challenger", weight=0.7))
+        for j in range(5):
+            n = 4 + j + q  # 4..8 and 5..9 tokens: 30 + 35 = 65 ... trimmed below to 45
+            out.append(Sample(prompt_ids=[20 + q, 21 + j], completion_ids=[9 + (t + j) % 11 for t in range(n)],
+                              advantage=0.3 * (j - 2), phase="solve", role="solver"))
+    return out
+
+
+def test_phase_aggregation_weights_hand_values() -> None:
+    """7 challenger and 45 solver tokens: each challenger token weighs 1/7 and each solver token 1/45
+    (their losses are each role's own mean); pooled, every token weighs 1/52."""
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    w = phase_aggregation_weights(mask, "token", ["challenge", "solve"], {"challenge": 7.0, "solve": 45.0},
+                                  {"challenge": 2, "solve": 10}, None)
+    close = lambda got, want: torch.testing.assert_close(got, torch.tensor(want))  # noqa: E731
+    close(w, [[1 / 7] * 3 + [0.0], [1 / 45] * 2 + [0.0, 0.0]])
+    pooled = aggregation_weights(mask, "token", 52.0, 12, None)
+    close(pooled, [[1 / 52] * 3 + [0.0], [1 / 52] * 2 + [0.0, 0.0]])
+    seq = phase_aggregation_weights(mask, "sequence", ["challenge", "solve"], {"challenge": 7.0, "solve": 45.0},
+                                    {"challenge": 2, "solve": 10}, None)
+    close(seq, [[1 / 3 / 2] * 3 + [0.0], [1 / 2 / 10] * 2 + [0.0, 0.0]])
+    const = phase_aggregation_weights(mask, "constant", ["challenge", "solve"], {"challenge": 7.0, "solve": 45.0},
+                                      {"challenge": 2, "solve": 10}, 8.0)
+    close(const, [[1 / 16] * 3 + [0.0], [1 / 80] * 2 + [0.0, 0.0]])
+
+
+def test_lsp_loss_is_l_sol_plus_alpha_l_ch_and_micro_batching_keeps_it(learner_gradient) -> None:
+    """The gradient with ``aggregate_per_phase`` is grad L_sol + alpha_ch grad L_ch, each role's token
+    mean over its own tokens (alpha_ch = 0.7 = the challenger samples' weight), with or without a
+    split into micro-batches; the pooled mean (off) is a different gradient."""
+    samples = lsp_batch()
+    solver_tokens = sum(len(s.completion_ids) for s in samples if s.phase == "solve")
+    challenger_tokens = sum(len(s.completion_ids) for s in samples if s.phase == "challenge")
+    assert challenger_tokens == 7
+    # trim the solvers to 45 tokens in all, as in the audit
+    extra = solver_tokens - 45
+    for s in reversed(samples):
+        if extra and s.phase == "solve" and len(s.completion_ids) > 2:
+            cut = min(extra, len(s.completion_ids) - 2)
+            s.completion_ids = s.completion_ids[: len(s.completion_ids) - cut]
+            extra -= cut
+    assert sum(len(s.completion_ids) for s in samples if s.phase == "solve") == 45
+    base = {"loss": "reinforce", "beta": 0.05, "kl_estimator": "k1", "share_prompt_prefix": False}
+    sol, _ = learner_gradient([s for s in samples if s.phase == "solve"], token_budget=10_000, **base)
+    ch, _ = learner_gradient([s for s in samples if s.phase == "challenge"], token_budget=10_000, **base)
+    want = sol + ch  # each run is its role's own token mean; the challenger rows carry weight 0.7
+    full, stats = learner_gradient(samples, token_budget=10_000, aggregate_per_phase=True, **base)
+    micro, micro_stats = learner_gradient(samples, token_budget=24, aggregate_per_phase=True, **base)
+    assert stats["micro_batches"] == 1 and micro_stats["micro_batches"] > 3
+    torch.testing.assert_close(full, want, rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(micro, full, rtol=1e-4, atol=1e-7)
+    assert micro_stats["loss"] == pytest.approx(stats["loss"], rel=1e-5, abs=1e-7)
+    pooled, _ = learner_gradient(samples, token_budget=10_000, **base)
+    pooled_want = (45 * sol + 7 * ch) / 52  # each token 1/52
+    torch.testing.assert_close(pooled, pooled_want, rtol=1e-4, atol=1e-7)
+    assert (pooled - full).norm() > 0.1 * full.norm()

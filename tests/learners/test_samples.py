@@ -145,7 +145,7 @@ def test_trajectory_credit_gives_each_turn_its_seats_episode_return() -> None:
     # seat a (return 3.0) speaks twice, seat b (return -1.0) once; per-turn rewards differ.
     ep = tiny_episode({"a": 3.0, "b": -1.0}, [("a", 1.0), ("b", 0.5), ("a", 0.0)])
     base = {"name": "dr_grpo", "group_by": ["episode"]}
-    cfg = LearnerConfig(estimators={"talk": base | {"credit": "trajectory"}})
+    cfg = LearnerConfig(estimators={"talk": base | {"credit": "trajectory", "trajectory_stats": "turn"}})
     samples, stats = build_samples([ep], ["talk"], cfg, EstimatorStates(cfg.estimators), "p")
     # rewards 3, -1, 3: mean 5/3 -> 4/3, -8/3, 4/3
     assert [s.advantage for s in samples] == pytest.approx([4 / 3, -8 / 3, 4 / 3])
@@ -154,6 +154,33 @@ def test_trajectory_credit_gives_each_turn_its_seats_episode_return() -> None:
     turn_cfg = LearnerConfig(estimators={"talk": base})
     per_turn, _ = build_samples([ep], ["talk"], turn_cfg, EstimatorStates(turn_cfg.estimators), "p")
     assert [s.advantage for s in per_turn] == pytest.approx([0.5, 0.0, -0.5])
+
+
+def test_trajectory_credit_attempt_stats_count_each_attempt_once() -> None:
+    """The audit's case: two attempts of 5 and 21 turns, returns -0.3 and 0. GRPO over the G
+    attempts (default) gives -1 / +1; counting turns (verl-agent per-step) gives -2.05 / +0.49."""
+    ep = tiny_episode({"a": -0.3, "b": 0.0}, [("a", 0.0)] * 5 + [("b", 0.0)] * 21)
+    ep.turns.insert(3, ep.turns.pop(10))  # interleaved turns, as attempts act in turn
+    seats = [t.seat for t in ep.turns]
+    for stats_mode, want_a, want_b in (("attempt", -1.0, 1.0), ("turn", -2.04937, 0.48795)):
+        est = {"name": "grpo", "group_by": ["episode"], "credit": "trajectory"}
+        cfg = LearnerConfig(estimators={"talk": est | ({"trajectory_stats": stats_mode} if stats_mode == "turn" else {})})
+        assert cfg.estimators["talk"].trajectory_stats == stats_mode
+        samples, stats = build_samples([ep], ["talk"], cfg, EstimatorStates(cfg.estimators), "p")
+        assert len(samples) == 26 and stats["talk/turns"] == 26.0
+        want = [want_a if s == "a" else want_b for s in seats]
+        assert [s.advantage for s in samples] == pytest.approx(want, abs=1e-4), stats_mode
+    # hand: turns: mean -1.5/26, population std 0.118234; (-0.3 + 1.5/26) / 0.118231 = -2.04937
+    mean = -1.5 / 26
+    std = ((5 * (-0.3 - mean) ** 2 + 21 * mean**2) / 26) ** 0.5
+    assert (-0.3 - mean) / std == pytest.approx(-2.04937, abs=1e-4) and -mean / std == pytest.approx(0.48795, abs=1e-4)
+
+
+def test_trajectory_credit_attempt_stats_carry_estimator_extras_to_every_turn() -> None:
+    ep = tiny_episode({"a": 1.0, "b": 0.0}, [("a", 0.0), ("b", 0.0), ("a", 0.0)])
+    cfg = LearnerConfig(estimators={"talk": {"name": "dr_grpo", "group_by": ["episode"], "credit": "trajectory"}})
+    samples, _ = build_samples([ep], ["talk"], cfg, EstimatorStates(cfg.estimators), "p")
+    assert [s.advantage for s in samples] == pytest.approx([0.5, -0.5, 0.5])  # attempts: mean 0.5
 
 
 def test_trajectory_credit_needs_the_seats_total() -> None:
