@@ -18,8 +18,8 @@ generator and the learner is measured on those completions at temperature 1:
 
 Each gap is the canary's (the learner's weights rounded to the generator's dtype first,
 ``Learner.score(weights_dtype=...)``); "nearer before" is ``gap - gap_before``, the generator's gap to
-the learner after the update minus its gap to the learner before it (the canary stops above 1/8 of
-the bound); "fp32 rule" is the gap to the unrounded learner, the canary before 2026-12-01.
+the learner after the update minus its gap to the learner before it (logged by the trainer as
+``sync/canary_gap`` and ``sync/canary_gap_before``; not a stop rule); "fp32 rule" is the gap to the unrounded learner, the canary before 2026-12-01.
 ``moved`` is the share of weights whose value in the generator's dtype changed since the start:
 8.1% of the built-in model's weights lie exactly on bf16 ties, which the first update settles in
 the gradient's direction, so a correct bf16 sync moves them by a whole bf16 step while the fp32

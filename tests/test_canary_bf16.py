@@ -144,21 +144,11 @@ def test_a_bf16_run_passes_a_correct_sync_and_stops_a_stale_one(ties: Path, tmp_
     print(f"\nbf16 run: correct sync {', '.join(f'{g:.2g}' for g in gaps)}, stale {gap:.3g} (bound {HALF_MAX_GAP})")
 
 
-def test_the_stats_and_the_nearer_before_rule_on_hand_values() -> None:
-    from arena.loop.canary import NEARER_BEFORE, StaleWeights, canary_stats, check_gap
+def test_the_logged_stats_on_hand_values() -> None:
+    from arena.loop.canary import canary_stats
 
     gen, after, before = [[-1.0, -2.0], [-3.0]], [[-1.1, -2.0], [-2.9]], [[-1.5, -2.3], [-3.0]]
     stats = canary_stats(gen, after, before)
     assert stats["sync/canary_gap"] == pytest.approx(0.2 / 3)  # |0.1| + 0 + |0.1|
     assert stats["sync/canary_gap_before"] == pytest.approx(0.8 / 3)  # 0.5 + 0.3 + 0
     assert stats["sync/canary_update"] == pytest.approx(0.8 / 3)  # 0.4 + 0.3 + 0.1
-    bound = 0.15
-    check_gap(0.05, bound, step=2, gap_before=0.05)  # an update too small to change the rounding: equal
-    check_gap(0.05, bound, step=2, gap_before=0.05 - NEARER_BEFORE * bound + 1e-12)  # at the margin: passes
-    with pytest.raises(StaleWeights) as err:  # one update behind, within the bound but nearer before
-        check_gap(0.08, bound, step=3, gap_before=0.035)
-    line = str(err.value)
-    assert "\n" not in line and "step-3" in line and "nearer the learner's before" in line and "0.035" in line
-    with pytest.raises(StaleWeights, match="differ from the learner's by 0.2 nats/token"):
-        check_gap(0.2, bound, step=3, gap_before=0.5)  # the bound first
-    check_gap(9.0, None, step=1, gap_before=0.0)  # off

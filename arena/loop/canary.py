@@ -61,9 +61,6 @@ FLOAT32_MAX_GAP = 1e-3
 #: update 0.43-0.44 (and in TRL's report stale weights gave 0.2). 0.15 sits 3x above the arithmetic
 #: and under both; a generator whose arithmetic costs more (very peaked logits) needs its own bound.
 HALF_MAX_GAP = 0.15
-#: The generator may be nearer the learner's weights before the step's update than after it by at
-#: most this fraction of the bound (0.019 nats/token in bf16, 1.25e-4 in float32); see :func:`check_gap`.
-NEARER_BEFORE = 0.125
 
 
 class StaleWeights(RunStopped):
@@ -114,27 +111,20 @@ def canary_stats(gen: Sequence[Sequence[float]], after: Sequence[Sequence[float]
             "sync/canary_update": mean_abs_gap(after, before)}
 
 
-def check_gap(gap: float, max_gap: float | None, step: int, gap_before: float | None = None) -> None:
-    """Raise :class:`StaleWeights` (one line) when ``gap`` exceeds ``max_gap``, or when the generator is
-    nearer the weights before the step's update than after it by more than :data:`NEARER_BEFORE` of the
-    bound (``gap - gap_before``); ``None`` never raises.
+def check_gap(gap: float, max_gap: float | None, step: int) -> None:
+    """Raise :class:`StaleWeights` (one line) when ``gap`` exceeds ``max_gap``; ``None`` never raises.
 
-    The second test catches a generator one update behind whose missed update was too small for the
-    bound alone (at lr 2e-5 a third update moved the built-in model's bf16 logprobs by 0.08 nats/token).
-    It cannot fire for an update too small to matter: ``|gap - gap_before|`` is at most the update's
-    own size (``sync/canary_update``), by the triangle inequality."""
-    if max_gap is None:
+    Only the bound stops a run. A relative test (stop when the generator is nearer the learner's
+    weights before the step's update than after it, by 1/8 of the bound) was tried and withdrawn: in
+    ``make train`` on a bf16 host it stopped a correct vLLM sync at step 3 (0.091 nats/token after,
+    0.064 before, an update of 0.115, on the step's 2 shortest turns, a few tokens each), since bf16
+    kernels differ per token by as much as a small update moves. ``sync/canary_gap_before`` and
+    ``sync/canary_update`` stay logged: a stale generator shows a gap near the update's size and a
+    small gap before."""
+    if max_gap is None or gap <= max_gap:  # a NaN gap (broken weights) fails too
         return
-    if not gap <= max_gap:  # a NaN gap (broken weights) fails too
-        raise StaleWeights(
-            f"weight-sync canary: after the step-{step} sync the generator's logprobs differ from the learner's by "
-            f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
-            "wrongly loaded weights; the run stopped"
-        )
-    if gap_before is not None and gap - gap_before > NEARER_BEFORE * max_gap:
-        raise StaleWeights(
-            f"weight-sync canary: after the step-{step} sync the generator's logprobs are nearer the learner's "
-            f"before that step's update ({gap_before:.4g} nats/token) than after it ({gap:.4g}; allowed "
-            f"{NEARER_BEFORE:g} x train.sync_canary_max_gap {max_gap:g} more): the generator did not get the "
-            "update; the run stopped"
-        )
+    raise StaleWeights(
+        f"weight-sync canary: after the step-{step} sync the generator's logprobs differ from the learner's by "
+        f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
+        "wrongly loaded weights; the run stopped"
+    )

@@ -273,7 +273,7 @@ class Trainer:
             row.update(self.evals.run(step, self.last_step, self.policies, self.state))
         self._log(row, episodes)
         if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
-            check_gap(canary["sync/canary_gap"], self.canary_max_gap, step, canary["sync/canary_gap_before"])
+            check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)
         return row
 
     def _local_samples(self, episodes: Sequence[Episode], samples: Sequence[Sample], mine: set[str]) -> list[int]:
