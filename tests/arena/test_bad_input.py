@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,3 +34,85 @@ def test_episodes_of_any_unicode_can_be_written_and_read_back(name: str, texts: 
     assert back == Episode.model_validate_json(ep.model_dump_json())
     for turn in back.turns:
         turn.completion.encode("utf-8")  # raises if a lone surrogate were left
+
+
+# ---------------------------------------------------------------- parsers: linear, nesting-safe
+_MB = 1_000_000
+_HUGE = {
+    "deep_array": "[" * 200_000 + "]" * 200_000,
+    "deep_object": '{"a":' * 100_000 + "1" + "}" * 100_000,
+    "unclosed_brace": "{" * _MB,
+    "unclosed_boxed": "\\boxed{" * (_MB // 7),
+    "one_unclosed_boxed": "\\boxed{" + "a" * _MB,
+    "unclosed_array": "[" * 500 + "1," * (_MB // 2),
+    "brackets": "[{" * (_MB // 2),
+    "unclosed_string": '{"task": "' + "x" * _MB,
+    "long_vote": "Player 3 " * (_MB // 9),
+    "vote_spaces": ("player" + " " * 1000) * 1000,
+    "unclosed_action": "<action>" * (_MB // 8),
+    "unclosed_think": "<think>" * (_MB // 7),
+    "score_spaces": "<Score>" + " " * _MB,
+    "expression": "1" + " + 1" * (_MB // 4),
+    "answer_lines": "Answer:\n" * (_MB // 8),
+}
+
+
+def _phases(name: str):
+    """(env, seat) at the first turn of each phase of one game played with the action space's examples."""
+    env = game_class(name)()
+    env.reset(seed=0)
+    seen: set[str] = set()
+    k = 0
+    while not env.done and len(seen) < 10 and k < 200:
+        if env.phase.name not in seen:
+            seen.add(env.phase.name)
+            yield env, env.agent_selection
+        examples = env.action_space(env.agent_selection).examples or ("",)
+        env.step(examples[k % len(examples)])
+        k += 1
+
+
+def _parse_in_time(env, seat: str, text: str) -> None:
+    t = time.perf_counter()
+    env.parse(seat, text)  # any exception fails the test
+    took = time.perf_counter() - t
+    assert took < 1.0, f"{env.phase.name}: parsing {len(text)} characters took {took:.2f}s"
+
+
+@pytest.mark.parametrize("name", sorted(registered_games()))
+def test_every_phase_parses_huge_and_nested_replies_fast(name: str) -> None:
+    for env, seat in _phases(name):
+        for text in _HUGE.values():
+            _parse_in_time(env, seat, text)
+
+
+_FRAGMENTS = st.sampled_from(["{", "[", "}", "]", "\\boxed{", '"', "<action>", "</action>", "<think>", "</think>",
+                              "Player ", "#", " ", "\n", "Answer:", "1", ",", ":", "<Score>", "N/A", "+"])
+
+
+@pytest.mark.parametrize("name", sorted(registered_games()))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(pieces=st.lists(_FRAGMENTS, min_size=1, max_size=12), repeat=st.integers(1, _MB // 12))
+def test_every_phase_parses_repeated_fragments_fast(name: str, pieces: list[str], repeat: int) -> None:
+    text = ("".join(pieces) * repeat)[:_MB]
+    for env, seat in _phases(name):
+        _parse_in_time(env, seat, text)
+
+
+def test_json_values_skips_values_nested_too_deep() -> None:
+    from games.skill_sp.rules import MAX_JSON_DEPTH, json_values, parse_answer
+
+    ok = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
+    assert json_values(f"x {ok} y") and json_values(f"{deep} [1]") == [[1]]
+    assert parse_answer(deep + " {}") == {}
+
+
+def test_lenient_vote_is_linear_on_long_whitespace() -> None:
+    from games.spy.rules import parse_vote
+
+    assert parse_vote("player  #  3 and Player#2 then", 5, lenient=True) == 2
+    for text in ("player" + " " * _MB, ("player" + " " * 1000) * 1000, "player #" * (_MB // 8)):
+        t = time.perf_counter()
+        parse_vote(text, 5, lenient=True)
+        assert time.perf_counter() - t < 1.0
