@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from arena.core.errors import ConfigError
+from arena.core.errors import ConfigError, OneLineParser
 from arena.loop.config import ArenaConfig, load_config
 from arena.stats.heldout import held_out_seeds
 from policies.config import ModelPolicySpec, shorthand_policy
@@ -213,7 +213,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 # ------------------------------------------------------------------ the CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m arena.tournament", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m arena.tournament", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
     p.add_argument("--players", nargs="+", required=True, metavar="[LABEL=]SPEC", help="at least two players")
     p.add_argument("--games", type=int, default=None, help="games to play (rounded up to whole rounds; default 4 rounds)")
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     done: dict[int, dict[str, Any]] = {}
     if json_path.exists():
-        old = json.loads(json_path.read_text())
+        old = read_old_results(json_path)
         if any(old.get(k) != header[k] for k in ("format", "game", "players", "player_specs", "seed", "layouts", "schedule")):
             raise ConfigError(f"--json: {json_path} holds a different tournament (players, seed, games or layouts "
                               "differ); give another --json or remove it")
@@ -297,6 +297,20 @@ def main(argv: list[str] | None = None) -> int:
     png = plot_payoff(labels, summary["payoff"], args.png or json_path.with_suffix(".png"), title=f"{cfg.game.name}: {len(records)} games")
     print(f"results: {json_path}\nheatmap: {png}")
     return 0
+
+
+def read_old_results(json_path: Path) -> dict[str, Any]:
+    """The tournament already in ``--json`` (to resume), or a one-line ConfigError when it is not one."""
+    try:
+        old = json.loads(json_path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise ConfigError(f"--json: {json_path} is a directory; give a file name") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"--json: {json_path} is not a readable tournament JSON file ({type(e).__name__}); "
+                          "give another --json or remove it") from None
+    if not isinstance(old, dict) or not isinstance(old.get("results", []), list):
+        raise ConfigError(f"--json: {json_path} is not a tournament JSON file; give another --json or remove it")
+    return old
 
 
 def play(cfg: ArenaConfig, players: Mapping[str, Any], todo: Sequence[Table], seeds: Sequence[int],

@@ -116,3 +116,64 @@ def test_lenient_vote_is_linear_on_long_whitespace() -> None:
         t = time.perf_counter()
         parse_vote(text, 5, lenient=True)
         assert time.perf_counter() - t < 1.0
+
+
+# ---------------------------------------------------------------- start-up: one line, exit 2
+def _one_line_exit_2(main, argv: list[str], capsys) -> str:
+    from arena.cli import run_cli
+
+    with pytest.raises(SystemExit) as done:
+        run_cli(lambda: main(argv))
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def _mains():
+    from arena import play, train
+    from arena.rank import eval as eval_, tournament
+
+    return {"play": play.main, "train": train.main, "eval": eval_.main, "tournament": tournament.main}
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("game: {name: spy}\n# caf\xe9\n".encode("latin-1"))
+    nul = tmp_path / "nul.yaml"
+    nul.write_bytes(b"game: {name: spy}\n\x00\n")
+    unreadable = tmp_path / "unreadable.yaml"
+    unreadable.write_text("game: {name: spy}\n")
+    unreadable.chmod(0)
+    return {"latin": latin, "nul": nul, "dir": tmp_path, "unreadable": unreadable}
+
+
+@pytest.mark.parametrize("cli", ["play", "train", "eval", "tournament"])
+@pytest.mark.parametrize("kind", ["latin", "nul", "dir", "unreadable"])
+def test_a_bad_config_file_is_one_line(cli: str, kind: str, bad_files, capsys) -> None:
+    import os
+
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads any file")
+    argv = [str(bad_files[kind])] + (["--players", "a=scripted:random", "b=scripted:random"] if cli == "tournament" else [])
+    line = _one_line_exit_2(_mains()[cli], argv, capsys)
+    assert str(bad_files[kind]) in line
+
+
+@pytest.mark.parametrize("cli", ["play", "train", "eval", "tournament"])
+@pytest.mark.parametrize("argv", [["spy", "--nosuch-flag"], ["spy", "--seed", "abc"], []])
+def test_argparse_errors_are_one_line(cli: str, argv: list[str], capsys) -> None:
+    _one_line_exit_2(_mains()[cli], argv, capsys)
+
+
+@pytest.mark.parametrize("content", [b"garbage{", b"\xff\xfe", b"[1, 2]"])
+def test_tournament_json_that_is_not_a_tournament_is_one_line(tmp_path, content: bytes, capsys) -> None:
+    from arena.rank.tournament import main
+
+    bad = tmp_path / "t.json"
+    bad.write_bytes(content)
+    for target in (bad, tmp_path):
+        line = _one_line_exit_2(main, ["spy", "--players", "a=scripted:random", "b=scripted:random", "--json", str(target)], capsys)
+        assert "--json" in line
