@@ -145,6 +145,13 @@ def resolve_model(name: str) -> str:
                     shutil.rmtree(target)
                 convert_gguf(BUILTIN_MODELS[name].locate(), target)
         return str(target)
+    return local_model(name)
+
+
+def local_model(name: str) -> str:
+    """``resolve_model`` for a name that is not a built-in: a model/checkpoint/run folder, or a hub id
+    (returned as is). Reads no weights, so the CLIs check every model name at start-up with it;
+    raises FileNotFoundError (one line) for a local path that holds no model."""
     path = Path(name).expanduser()
     if path.is_dir():
         # A run folder first: arena.train writes its resolved config.json there too,

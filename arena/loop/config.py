@@ -266,11 +266,19 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
         if name not in cfg.policies and shorthand_policy(name) is None:
             known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
             raise ConfigError(f"{origin}: seats.{pattern}: unknown policy {name!r}; known: {known}")
+    if cfg.learner.reference != "auto" and cfg.learner.reference not in cfg.policies:
+        raise ConfigError(f"{origin}: learner.reference: unknown policy {cfg.learner.reference!r}; "
+                          f"valid: auto, {', '.join(cfg.policies) or '(no policies)'}")
+    check_models(cfg, origin)
+    check_game_policy_names(cfg, origin)
     if cfg.train.evals:
         from arena.loop.evals import check_evals
 
         check_evals(cfg, origin)
-    env = cfg.game.make_env()
+    try:
+        env = cfg.game.make_env()
+    except (ValueError, OSError) as e:  # a file the game reads at start-up (a skill library): one line
+        raise ConfigError(f"{origin}: game: {' '.join(str(e).split())}") from None
     seat_map = cfg.seat_table()
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
@@ -286,6 +294,51 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     for where, phase in named:
         if phase not in phases:
             raise ConfigError(f"{origin}: {where}: the game has no phase {phase!r}; its phases: {', '.join(phases)}")
+
+
+def _settings_fields(model: BaseModel, prefix: str) -> list[tuple[str, str, Any]]:
+    """(dotted field, field name, value) of every field of a settings model and its nested models."""
+    out: list[tuple[str, str, Any]] = []
+    for key in type(model).model_fields:
+        value = getattr(model, key, None)
+        out.append((f"{prefix}.{key}", key, value))
+        if isinstance(value, BaseModel):
+            out += _settings_fields(value, f"{prefix}.{key}")
+    return out
+
+
+def check_model_name(where: str, name: str, origin: str = "config") -> None:
+    """A built-in model name, a local model/checkpoint/run folder or a hub id; else one line (no weights read)."""
+    from arena.core.models import BUILTIN_MODELS, local_model
+
+    if name in BUILTIN_MODELS:
+        return
+    try:
+        local_model(name)
+    except FileNotFoundError as e:
+        raise ConfigError(f"{origin}: {where}: {' '.join(str(e).split())}; valid: a built-in "
+                          f"({', '.join(BUILTIN_MODELS)}), a local model folder or a hub id (org/name)") from None
+
+
+def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every model path in the config (policies, reward models, the game's ``*_model`` settings) names a model
+    that exists (a built-in, a local folder or a plausible hub id), before any model loads."""
+    for pname, spec in cfg.policies.items():
+        model = getattr(spec, "model", None)
+        if isinstance(model, str) and getattr(spec, "backend", "hf") != "openai":
+            check_model_name(f"policies.{pname}.model", model, origin)
+    for where, key, value in _settings_fields(cfg.game.settings, "game"):
+        if isinstance(value, str) and (key == "model" or key.endswith("_model")):
+            check_model_name(where, value, origin)
+
+
+def check_game_policy_names(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every ``policy`` / ``*_policy`` setting of the game (Skill-SP's ``evolution.policy``) names a policy
+    of the table, at start-up rather than when the game first asks for it."""
+    for where, key, value in _settings_fields(cfg.game.settings, "game"):
+        if isinstance(value, str) and (key == "policy" or key.endswith("_policy")) and value not in cfg.policies:
+            raise ConfigError(f"{origin}: {where}: unknown policy {value!r}; valid: "
+                              f"{', '.join(cfg.policies) or '(no policies)'}")
 
 
 def default_config_path(name: str) -> Path | None:
