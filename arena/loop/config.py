@@ -283,6 +283,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
             raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
+    check_probes_and_metrics(cfg, env, origin)
     phases = tuple(getattr(env, "phases", ()) or ())
     if not phases:
         return
@@ -339,6 +340,43 @@ def check_game_policy_names(cfg: ArenaConfig, origin: str = "config") -> None:
         if isinstance(value, str) and (key == "policy" or key.endswith("_policy")) and value not in cfg.policies:
             raise ConfigError(f"{origin}: {where}: unknown policy {value!r}; valid: "
                               f"{', '.join(cfg.policies) or '(no policies)'}")
+
+
+def check_probes_and_metrics(cfg: ArenaConfig, env: Any, origin: str = "config") -> None:
+    """Every probe an objective term reads is one the game records (AUSO's 'teacher' needs household's
+    ``skills.probes: true``), and every episode metric an estimator reads (AUSO's ``pass_metric``) is one the
+    game reports: one game played with the action spaces' examples tells, no model needed."""
+    from learners.estimators import get_estimator
+    from learners.objectives import get_objective
+
+    probes: list[tuple[str, str]] = []
+    for i, term in enumerate(cfg.learner.objectives):
+        opts = get_objective(term.name).options.model_validate(term.options)
+        if isinstance(getattr(opts, "probe", None), str):
+            probes.append((f"learner.objectives.{i}.options.probe ({term.name})", opts.probe))
+    metrics: list[tuple[str, str]] = []
+    for phase, est in cfg.learner.estimators.items():
+        opts = get_estimator(est.name).options.model_validate(est.options)
+        if isinstance(getattr(opts, "pass_metric", None), str):
+            metrics.append((f"learner.estimators.{phase}.options.pass_metric", opts.pass_metric))
+    if not probes and not metrics:
+        return
+    env.reset(seed=cfg.train.seed)
+    recorded = set(env.probe_prompts(env.agent_selection))
+    for where, probe in probes:
+        if probe not in recorded:
+            hint = ", ".join(sorted(recorded)) or "none (household records them with game.skills.probes: true)"
+            raise ConfigError(f"{origin}: {where}: the game records no probe {probe!r}; it records: {hint}")
+    if metrics:
+        for _ in env.agent_iter(max_iter=10_000):
+            _, _, term, trunc, _ = env.last()
+            examples = env.action_space(env.agent_selection).examples or ("",)
+            env.step(None if term or trunc else examples[0])
+        reported = set(env.episode().metrics)
+        for where, metric in metrics:
+            if metric not in reported:
+                raise ConfigError(f"{origin}: {where}: the game reports no metric {metric!r}; "
+                                  f"it reports: {', '.join(sorted(reported)) or 'none'}")
 
 
 def default_config_path(name: str) -> Path | None:
