@@ -270,6 +270,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
         raise ConfigError(f"{origin}: learner.reference: unknown policy {cfg.learner.reference!r}; "
                           f"valid: auto, {', '.join(cfg.policies) or '(no policies)'}")
     check_models(cfg, origin)
+    check_bots(cfg, origin)
     check_game_policy_names(cfg, origin)
     if cfg.train.evals:
         from arena.loop.evals import check_evals
@@ -331,6 +332,19 @@ def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
     for where, key, value in _settings_fields(cfg.game.settings, "game"):
         if isinstance(value, str) and (key == "model" or key.endswith("_model")):
             check_model_name(where, value, origin)
+
+
+def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every scripted policy names a bot the game has (before a tournament prints its schedule)."""
+    from policies.config import ScriptedSpec
+    from policies.scripted import make_bot
+
+    for pname, spec in cfg.policies.items():
+        if isinstance(spec, ScriptedSpec):
+            try:
+                make_bot(cfg.game.cls, spec.bot)
+            except ValueError as e:
+                raise ConfigError(f"{origin}: policies.{pname}.bot: {' '.join(str(e).split())}") from None
 
 
 def check_game_policy_names(cfg: ArenaConfig, origin: str = "config") -> None:

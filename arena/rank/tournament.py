@@ -47,7 +47,7 @@ import numpy as np
 import yaml
 
 from arena.core.errors import ConfigError, OneLineParser
-from arena.loop.config import ArenaConfig, load_config
+from arena.loop.config import ArenaConfig, check_bots, load_config
 from arena.stats.heldout import held_out_seeds
 from policies.config import ModelPolicySpec, shorthand_policy
 from arena.stats.ratings import (
@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     players = parse_players(cfg, args.players)
+    check_bots(player_config(cfg, players), "--players")  # before the schedule prints
     labels = list(players)
     anchor = args.anchor or labels[0]
     if anchor not in players:
