@@ -177,3 +177,101 @@ def test_tournament_json_that_is_not_a_tournament_is_one_line(tmp_path, content:
     for target in (bad, tmp_path):
         line = _one_line_exit_2(main, ["spy", "--players", "a=scripted:random", "b=scripted:random", "--json", str(target)], capsys)
         assert "--json" in line
+
+
+# ---------------------------------------------------------------- every field: wrong type, out of range, unknown name
+def _leaf_cases(model: type, prefix: str) -> list[tuple[str, str]]:
+    """(--set override, field name) that must each be refused: a mapping where a scalar belongs, a number
+    past a bound, a name outside a Literal; nested settings models are walked."""
+    import typing
+
+    import annotated_types
+    from pydantic import BaseModel
+
+    cases: list[tuple[str, str]] = []
+    for key, info in model.model_fields.items():
+        where = f"{prefix}.{key}"
+        ann = info.annotation
+        if typing.get_origin(ann) in (list, dict, tuple, set, frozenset):
+            continue  # a collection: its items are not fields of this section
+        args = typing.get_args(ann)
+        members = [a for a in (args or (ann,)) if a is not type(None)]
+        if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], BaseModel):
+            if info.default is not None:
+                cases += _leaf_cases(members[0], where)
+            continue
+        scalar = all(m in (int, float, bool, str) or typing.get_origin(m) is typing.Literal for m in members)
+        if not scalar:
+            continue
+        cases.append((f"{where}={{bad: [1]}}", key))  # wrong type
+        for m in info.metadata:
+            if isinstance(m, annotated_types.Ge):
+                cases.append((f"{where}={m.ge - 1}", key))
+            elif isinstance(m, annotated_types.Gt):
+                cases.append((f"{where}={m.gt - 1}", key))
+            elif isinstance(m, annotated_types.Le):
+                cases.append((f"{where}={m.le + 1}", key))
+            elif isinstance(m, annotated_types.Lt):
+                cases.append((f"{where}={m.lt + 1}", key))
+        literals = [m for m in members if typing.get_origin(m) is typing.Literal]
+        if literals and str not in members:
+            cases.append((f"{where}=nosuch_name", key))
+    return cases
+
+
+def _config_cases() -> list[tuple[str, str, str]]:
+    from arena.loop.config import LearnerConfig, RunnerSection, TrainConfig
+
+    out = []
+    for name in sorted(registered_games()):
+        sections = [(game_class(name).config_type, "game"), (TrainConfig, "train"), (RunnerSection, "runner"),
+                    (LearnerConfig, "learner")]
+        for model, prefix in sections:
+            out += [(name, override, key) for override, key in _leaf_cases(model, prefix)]
+        out.append((name, "game.nosuch_field=1", "nosuch_field"))
+        out.append((name, "learner.reference=nosuch", "reference"))
+        out.append((name, "policies.learner.model=./no/such/model", "model"))
+        out.append((name, "seats.*=nosuch", "nosuch"))
+    return out
+
+
+@pytest.mark.parametrize(("game", "override", "key"), _config_cases())
+def test_every_config_field_refuses_bad_values_in_one_line(game: str, override: str, key: str, capsys) -> None:
+    from arena.cli import run_cli
+    from arena.loop.config import load_config
+
+    with pytest.raises(SystemExit) as done:
+        run_cli(lambda: load_config(game, [override]))
+    err = capsys.readouterr().err.strip()
+    assert done.value.code == 2, f"{override}: accepted or crashed"
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and key in err, err
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "needle"),
+    [
+        ("arena.train", ["spy", "--nosuch-flag"], "--nosuch-flag"),
+        ("arena.play", ["NUL"], "not valid YAML"),
+        ("arena.tournament", ["spy", "--players", "a=scripted:nosuch", "b=scripted:random"], "policies.a.bot"),
+        ("arena.eval", ["skill_sp", "--set", "game.evolution.policy=nosuch"], "game.evolution.policy"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(module: str, args: list[str], needle: str, tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    if args == ["NUL"]:
+        nul = tmp_path / "nul.yaml"
+        nul.write_bytes(b"game: {name: spy}\n\x00\n")
+        args = [str(nul)]
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's code, not an installed copy
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], done.stderr[-2000:]
+    assert "schedule" not in done.stdout
