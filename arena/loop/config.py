@@ -269,13 +269,14 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     if cfg.learner.reference != "auto" and cfg.learner.reference not in cfg.policies:
         raise ConfigError(f"{origin}: learner.reference: unknown policy {cfg.learner.reference!r}; "
                           f"valid: auto, {', '.join(cfg.policies) or '(no policies)'}")
-    check_models(cfg, origin)
     check_bots(cfg, origin)
     check_game_policy_names(cfg, origin)
     if cfg.train.evals:
         from arena.loop.evals import check_evals
 
         check_evals(cfg, origin)
+    check_models(cfg, origin)
+    check_eval_metrics(cfg, origin)
     try:
         env = cfg.game.make_env()
     except (ValueError, OSError) as e:  # a file the game reads at start-up (a skill library): one line
@@ -382,15 +383,40 @@ def check_probes_and_metrics(cfg: ArenaConfig, env: Any, origin: str = "config")
             hint = ", ".join(sorted(recorded)) or "none (household records them with game.skills.probes: true)"
             raise ConfigError(f"{origin}: {where}: the game records no probe {probe!r}; it records: {hint}")
     if metrics:
-        for _ in env.agent_iter(max_iter=10_000):
-            _, _, term, trunc, _ = env.last()
-            examples = env.action_space(env.agent_selection).examples or ("",)
-            env.step(None if term or trunc else examples[0])
-        reported = set(env.episode().metrics)
+        reported = set(_example_episode(env, cfg.train.seed).metrics)
         for where, metric in metrics:
             if metric not in reported:
                 raise ConfigError(f"{origin}: {where}: the game reports no metric {metric!r}; "
                                   f"it reports: {', '.join(sorted(reported)) or 'none'}")
+
+
+def _example_episode(env: Any, seed: int) -> Any:
+    """One game played with the action spaces' first examples (no model): what metrics the game reports."""
+    env.reset(seed=seed)
+    for _ in env.agent_iter(max_iter=10_000):
+        _, _, term, trunc, _ = env.last()
+        examples = env.action_space(env.agent_selection).examples or ("",)
+        env.step(None if term or trunc else examples[0])
+    return env.episode()
+
+
+def check_eval_metrics(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every ``train.evals.<name>.metrics`` pattern picks a metric the evaluation's game reports (its
+    summary keys over a few example games), at start-up rather than after the first evaluation."""
+    from arena.loop.evals import eval_settings
+    from arena.stats.heldout import per_episode
+
+    for spec in cfg.train.evals:
+        if not spec.metrics:
+            continue
+        env = cfg.game.cls(eval_settings(cfg.game.cls, cfg.game.settings, spec, origin))
+        names: set[str] = set()
+        for seed in range(3):
+            names |= {k.removeprefix("game/") for k in per_episode(_example_episode(env, seed))}
+        missing = [p for p in spec.metrics if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        if missing:
+            raise ConfigError(f"{origin}: train.evals.{spec.name}.metrics: no metric matches "
+                              f"{', '.join(map(repr, missing))}; the game reports: {', '.join(sorted(names))}")
 
 
 def default_config_path(name: str) -> Path | None:

@@ -275,3 +275,36 @@ def test_cli_bad_input_is_one_line_exit_2(module: str, args: list[str], needle: 
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], done.stderr[-2000:]
     assert "schedule" not in done.stdout
+
+
+def _auso_raw() -> dict:
+    import yaml
+
+    from arena.loop.config import default_config_path
+
+    path = default_config_path("household").with_name("household.auso.yaml")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda r: r["learner"]["estimators"]["act"].setdefault("options", {}).update(pass_metric="nosuch"), "pass_metric"),
+        (lambda r: r["game"].setdefault("skills", {}).update(probes=False), "probe"),
+        (lambda r: r["learner"]["objectives"][0].setdefault("options", {}).update(probe="nosuch"), "'nosuch'"),
+        (lambda r: r["train"]["evals"][0].update(metrics=["nosuch_metric"]), "train.evals.in_domain.metrics"),
+        (lambda r: r["game"].setdefault("skills", {}).update(library="/no/such/skills.json"), "game.skills.library"),
+        (lambda r: r["game"].setdefault("skills", {}).update(retriever="embedding", embedding_model="./no/such"),
+         "game.skills.embedding_model"),
+    ],
+)
+def test_auso_and_eval_names_are_checked_before_any_model(edit, needle: str) -> None:
+    from arena.core.errors import ConfigError
+    from arena.loop.config import parse_config
+
+    raw = _auso_raw()
+    parse_config(raw)  # the shipped config passes
+    edit(raw)
+    with pytest.raises(ConfigError, match=needle) as err:
+        parse_config(raw)
+    assert "\n" not in str(err.value)
