@@ -47,7 +47,7 @@ import numpy as np
 import yaml
 
 from arena.core.errors import ConfigError, OneLineParser
-from arena.loop.config import ArenaConfig, check_bots, load_config
+from arena.loop.config import ArenaConfig, check_bots, check_models, load_config
 from arena.stats.heldout import held_out_seeds
 from policies.config import ModelPolicySpec, shorthand_policy
 from arena.stats.ratings import (
@@ -110,6 +110,10 @@ def resolve_player(cfg: ArenaConfig, spec: str) -> Any:
         raise ConfigError(f"--players: {spec!r}: no such folder (a player is a policy of the config "
                           f"({', '.join(cfg.policies)}), scripted:<bot>, a built-in model "
                           f"({', '.join(BUILTIN_MODELS)}), a model/checkpoint/run folder or a hub id)")
+    if spec not in BUILTIN_MODELS and not path.exists() and "/" not in spec:  # not org/name: a mistyped policy
+        raise ConfigError(f"--players: {spec!r} is not a policy of the config ({', '.join(cfg.policies)}), "
+                          f"scripted:<bot>, a built-in model ({', '.join(BUILTIN_MODELS)}), a model folder "
+                          "or a hub id (org/name)")
     return _template(cfg).model_copy(update={"model": spec, "trainable": False, "frozen": True})
 
 
@@ -246,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.config, args.overrides)
     players = parse_players(cfg, args.players)
     check_bots(player_config(cfg, players), "--players")  # before the schedule prints
+    check_models(player_config(cfg, players), "--players")
     labels = list(players)
     anchor = args.anchor or labels[0]
     if anchor not in players:

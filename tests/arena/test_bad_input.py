@@ -308,3 +308,12 @@ def test_auso_and_eval_names_are_checked_before_any_model(edit, needle: str) -> 
     with pytest.raises(ConfigError, match=needle) as err:
         parse_config(raw)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("player", ["nosuchpolicy", "./no/such/model", "scripted:nosuch"])
+def test_a_tournament_refuses_a_bad_player_before_its_schedule(player: str, capsys) -> None:
+    from arena.rank.tournament import main
+
+    line = _one_line_exit_2(main, ["spy", "--players", f"a={player}", "b=scripted:random"], capsys)
+    assert "--players" in line
+    assert "schedule" not in capsys.readouterr().out
