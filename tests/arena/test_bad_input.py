@@ -124,8 +124,10 @@ def _one_line_exit_2(main, argv: list[str], capsys) -> str:
 
     with pytest.raises(SystemExit) as done:
         run_cli(lambda: main(argv))
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert done.value.code == 2, err
+    assert "schedule (round" not in captured.out  # nothing printed before the error (a tournament's schedule)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     return lines[0]
@@ -316,4 +318,3 @@ def test_a_tournament_refuses_a_bad_player_before_its_schedule(player: str, caps
 
     line = _one_line_exit_2(main, ["spy", "--players", f"a={player}", "b=scripted:random"], capsys)
     assert "--players" in line
-    assert "schedule" not in capsys.readouterr().out
