@@ -318,3 +318,23 @@ def test_a_tournament_refuses_a_bad_player_before_its_schedule(player: str, caps
 
     line = _one_line_exit_2(main, ["spy", "--players", f"a={player}", "b=scripted:random"], capsys)
     assert "--players" in line
+
+
+@pytest.mark.parametrize(
+    ("game", "field"),
+    [("spy", "data_path"), ("skill_sp", "skills_dir"), ("skill_sp", "heldout_path"), ("household", "skills.library")],
+)
+@pytest.mark.parametrize("target", ["/no/such/file.json", "DIR_OR_FILE"])
+def test_every_file_path_is_checked_at_start_up(game: str, field: str, target: str, tmp_path, capsys) -> None:
+    from arena.cli import run_cli
+    from arena.loop.config import load_config
+
+    if target == "DIR_OR_FILE":  # a folder where a file belongs, a text file where a folder belongs
+        target = str(tmp_path)
+        if field.endswith("_dir"):
+            (tmp_path / "x.txt").write_text("not a folder")
+            target = str(tmp_path / "x.txt")
+    with pytest.raises(SystemExit) as done:
+        run_cli(lambda: load_config(game, [f"game.{field}={target}"]))
+    err = capsys.readouterr().err.strip()
+    assert done.value.code == 2 and len(err.splitlines()) == 1 and field.split(".")[-1] in err, err
