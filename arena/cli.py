@@ -15,10 +15,10 @@ def run_cli(main: Callable[[], int | None]) -> None:
     try:
         code = main()
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever a message quotes
         sys.exit(2)
     except RunStopped as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         sys.exit(1)
     except RuntimeError as e:
         from policies.openai import ServerError  # light (httpx is imported by the policy, not the module)

@@ -12,13 +12,14 @@ import argparse
 import sys
 
 from arena.cli import run_cli
+from arena.core.errors import OneLineParser
 from arena.core.transcript import format_episode
 from arena.core.types import write_jsonl
 from arena.loop.config import load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m arena.play", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m arena.play", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name (spy)")
     p.add_argument(
         "--policy", choices=["model", "scripted"], default="model",

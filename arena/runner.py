@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.core.game import GameState, LLMGame
-from arena.core.types import ChatMessage, Episode
+from arena.core.types import ChatMessage, Episode, safe_text
 from policies.base import Completion, Policy, Request, SamplingParams
 
 #: (policy name, phase) -> sampling settings.
@@ -109,7 +109,7 @@ def generate_texts(
     (:class:`arena.core.game_types.TextGenerator`): games never import a policy (the layer rule)."""
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
     requests = [Request(messages=list(m), params=params, seed=seed + i, seat=seat) for i, m in enumerate(chats)]
-    return [c.text for c in policy.generate(requests)]
+    return [safe_text(c.text) for c in policy.generate(requests)]
 
 
 def apply_completion(env: LLMGame, completion: Completion, policy_name: str) -> None:

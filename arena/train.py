@@ -21,12 +21,12 @@ import argparse
 from pathlib import Path
 
 from arena.cli import run_cli
-from arena.core.errors import ConfigError, RunStopped
+from arena.core.errors import ConfigError, OneLineParser, RunStopped
 from arena.loop.config import ArenaConfig, load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m arena.train", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m arena.train", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name (spy)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this step (default: train.steps)")

@@ -6,11 +6,24 @@ printed by the CLIs as one line, no traceback (arena/cli.py).
 
 from __future__ import annotations
 
+import argparse
+import sys
+from typing import NoReturn
+
 from pydantic import ValidationError
 
 
 class ConfigError(ValueError):
     """A bad configuration; ``str(err)`` is one line for the user."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors (an unknown flag, a string where a number belongs) are one line,
+    ``error: ...``, and exit code 2, like every other configuration error; ``--help`` is unchanged."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {' '.join(message.split())} (see --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 class RunStopped(RuntimeError):

@@ -71,7 +71,7 @@ from pydantic import BaseModel
 
 from arena.core.game_types import GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase
 from arena.core.messages import CompletionSpace, Message, MessageSpace, random_fields
-from arena.core.types import ChatMessage, Episode, SeatOutcome, Turn
+from arena.core.types import ChatMessage, Episode, SeatOutcome, Turn, safe_text
 
 __all__ = ["GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions", "Phase"]
 
@@ -305,7 +305,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
             return
         self._cumulative_rewards[seat] = 0.0
         self._clear_rewards()
-        text = action if isinstance(action, str) else "" if action is None else str(action)
+        text = safe_text(action if isinstance(action, str) else "" if action is None else str(action))
         turn = self._record(seat, text)
         self._prompts.clear()
         parsed = self.parse(seat, text)

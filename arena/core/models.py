@@ -145,6 +145,16 @@ def resolve_model(name: str) -> str:
                     shutil.rmtree(target)
                 convert_gguf(BUILTIN_MODELS[name].locate(), target)
         return str(target)
+    return local_model(name)
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w-]*(?:\.[\w-]+)*/[A-Za-z0-9][\w.-]*")
+
+
+def local_model(name: str) -> str:
+    """``resolve_model`` for a name that is not a built-in: a model/checkpoint/run folder, or a hub id
+    (returned as is). Reads no weights, so the CLIs check every model name at start-up with it;
+    raises FileNotFoundError (one line) for a local path that holds no model."""
     path = Path(name).expanduser()
     if path.is_dir():
         # A run folder first: arena.train writes its resolved config.json there too,
@@ -161,6 +171,8 @@ def resolve_model(name: str) -> str:
         raise FileNotFoundError(
             f"model folder {path} has no config.json (nor model/config.json of a checkpoint, nor checkpoints/ of a run)"
         )
+    if _HUB_ID.fullmatch(name) and not path.parent.is_dir():
+        return name  # org/name, dots allowed ("Qwen/Qwen2.5-7B-Instruct"), and no local folder "org" to mean
     if path.suffix or name.startswith((".", "/", "~")) or (len(path.parts) > 1 and path.parent.is_dir()):
         raise FileNotFoundError(f"model {name!r}: no such folder, and not a built-in ({', '.join(BUILTIN_MODELS)})")
     return name  # a hub id, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -15,18 +15,31 @@ from arena.core.game import Invalid
 _INTEGER = re.compile(r"(?<![\d.])[+-]?\d{1,9}(?![\d.])")
 
 
+_BOXED = re.compile(r"\\boxed\{")
+_BRACE = re.compile(r"[{}]")
+
+
 def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` with balanced braces, or None."""
-    pos = text.rfind("\\boxed{")
-    while pos != -1:
-        depth, i = 1, pos + len("\\boxed{")
-        start = i
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[start : i - 1]
-        pos = text.rfind("\\boxed{", 0, pos)
+    """Content of the last ``\\boxed{...}`` with balanced braces, or None.
+
+    One pass over the braces (a stack), so linear in ``text`` however many ``\\boxed{`` stay unclosed."""
+    opens = [m.end() for m in _BOXED.finditer(text)]
+    if not opens:
+        return None
+    wanted = {p - 1 for p in opens}
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE.finditer(text, opens[0] - 1):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            opened = stack.pop()
+            if opened in wanted:
+                closes[opened] = m.start()
+    for start in reversed(opens):
+        close = closes.get(start - 1)
+        if close is not None:
+            return text[start:close]
     return None
 
 

@@ -9,6 +9,7 @@ read nothing else. Everything here serialises to JSON, one episode per line.
 from __future__ import annotations
 
 import gzip
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -16,6 +17,15 @@ from typing import IO, Any
 from typing_extensions import NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every lone surrogate (``\\ud800``-``\\udfff``, which UTF-8 cannot encode) replaced by
+    U+FFFD, so that an episode holding it can always be written as JSON. A reply passes through this before
+    it reaches a game (``LLMGame.step``). Linear in the length; returns ``text`` itself when clean."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
 class ChatMessage(TypedDict):

@@ -21,14 +21,14 @@ import json
 import sys
 from pathlib import Path
 
-from arena.core.errors import ConfigError
+from arena.core.errors import ConfigError, OneLineParser
 from arena.core.types import write_jsonl
 from arena.loop.config import load_config
 from arena.stats.heldout import held_out_seeds, summarise
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m arena.eval", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m arena.eval", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--games", type=int, default=64, help="held-out games to play (default 64)")

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from arena.core.errors import OneLineParser
 from arena.core.types import ChatMessage
 from policies.base import Policy, Request, SamplingParams
 
@@ -137,7 +138,7 @@ def compare(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m arena.eval pairwise", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m arena.eval pairwise", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/lsp/lsp.yaml) or a registered game name")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--candidate", default=None, help="policy to evaluate (default: the trainable one)")

@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from arena.core.errors import ConfigError
-from arena.loop.config import ArenaConfig, load_config
+from arena.core.errors import ConfigError, OneLineParser
+from arena.loop.config import ArenaConfig, check_bots, check_models, load_config
 from arena.stats.heldout import held_out_seeds
 from policies.config import ModelPolicySpec, shorthand_policy
 from arena.stats.ratings import (
@@ -110,6 +110,10 @@ def resolve_player(cfg: ArenaConfig, spec: str) -> Any:
         raise ConfigError(f"--players: {spec!r}: no such folder (a player is a policy of the config "
                           f"({', '.join(cfg.policies)}), scripted:<bot>, a built-in model "
                           f"({', '.join(BUILTIN_MODELS)}), a model/checkpoint/run folder or a hub id)")
+    if spec not in BUILTIN_MODELS and not path.exists() and "/" not in spec:  # not org/name: a mistyped policy
+        raise ConfigError(f"--players: {spec!r} is not a policy of the config ({', '.join(cfg.policies)}), "
+                          f"scripted:<bot>, a built-in model ({', '.join(BUILTIN_MODELS)}), a model folder "
+                          "or a hub id (org/name)")
     return _template(cfg).model_copy(update={"model": spec, "trainable": False, "frozen": True})
 
 
@@ -214,7 +218,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 # ------------------------------------------------------------------ the CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m arena.tournament", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m arena.tournament", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
     p.add_argument("--players", nargs="+", required=True, metavar="[LABEL=]SPEC", help="at least two players")
     p.add_argument("--games", type=int, default=None, help="games to play (rounded up to whole rounds; default 4 rounds)")
@@ -246,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     players = parse_players(cfg, args.players)
+    check_bots(player_config(cfg, players), "--players")  # before the schedule prints
+    check_models(player_config(cfg, players), "--players")
     labels = list(players)
     anchor = args.anchor or labels[0]
     if anchor not in players:
@@ -269,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     done: dict[int, dict[str, Any]] = {}
     if json_path.exists():
-        old = json.loads(json_path.read_text())
+        old = read_old_results(json_path)
         if any(old.get(k) != header[k] for k in ("format", "game", "players", "player_specs", "seed", "layouts", "schedule")):
             raise ConfigError(f"--json: {json_path} holds a different tournament (players, seed, games or layouts "
                               "differ); give another --json or remove it")
@@ -298,6 +304,20 @@ def main(argv: list[str] | None = None) -> int:
     png = plot_payoff(labels, summary["payoff"], args.png or json_path.with_suffix(".png"), title=f"{cfg.game.name}: {len(records)} games")
     print(f"results: {json_path}\nheatmap: {png}")
     return 0
+
+
+def read_old_results(json_path: Path) -> dict[str, Any]:
+    """The tournament already in ``--json`` (to resume), or a one-line ConfigError when it is not one."""
+    try:
+        old = json.loads(json_path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise ConfigError(f"--json: {json_path} is a directory; give a file name") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"--json: {json_path} is not a readable tournament JSON file ({type(e).__name__}); "
+                          "give another --json or remove it") from None
+    if not isinstance(old, dict) or not isinstance(old.get("results", []), list):
+        raise ConfigError(f"--json: {json_path} is not a tournament JSON file; give another --json or remove it")
+    return old
 
 
 def play(cfg: ArenaConfig, players: Mapping[str, Any], todo: Sequence[Table], seeds: Sequence[int],

@@ -29,8 +29,9 @@ from collections.abc import Collection
 
 from arena.core.game_types import Invalid
 
-_ACTION = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
-_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_CLOSE = re.compile(r"</action>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _PUT = re.compile(r"^put (.+?) (?:in|on|into|onto|in/on) (.+)$")
 _SPACES = re.compile(r"\s+")
 _OPEN = re.compile(r"<action>", re.IGNORECASE)
@@ -68,13 +69,32 @@ def nearest_action(text: str, admissible: Collection[str]) -> str | None:
 
 def _action_text(completion: str, nearest: bool) -> tuple[str, int] | None:
     """The action's text and where it starts; None when there is none to read."""
-    found = list(_ACTION.finditer(completion))
+    found = _last_action(completion)
     opened = list(_OPEN.finditer(completion)) if nearest else []
-    if opened and (not found or opened[-1].start() > found[-1].start()):
+    if opened and (found is None or opened[-1].start() > found[1]):
         return completion[opened[-1].end():], opened[-1].start()
-    if found:
-        return found[-1].group(1), found[-1].start()
+    if found is not None:
+        return found
     return (completion, 0) if nearest else None
+
+
+def _last_action(completion: str) -> tuple[str, int] | None:
+    """The last ``<action>...</action>`` (what a lazy regex's finditer would find last) and where it starts.
+
+    Walks the tags left to right, so it is linear in the text however many ``<action>`` stay unclosed."""
+    last, pos = None, 0
+    while (opened := _OPEN.search(completion, pos)) is not None:
+        closed = _CLOSE.search(completion, opened.end())
+        if closed is None:
+            break
+        last, pos = (completion[opened.end():closed.start()], opened.start()), closed.end()
+    return last
+
+
+def _thought_before(completion: str, end: int) -> bool:
+    """Whether a whole ``<think>...</think>`` lies before ``end`` (two linear searches)."""
+    opened = _THINK_OPEN.search(completion, 0, end)
+    return opened is not None and _THINK_CLOSE.search(completion, opened.end(), end) is not None
 
 
 def parse_action(
@@ -86,7 +106,7 @@ def parse_action(
     if read is None:
         return Invalid(reason="no <action>...</action> found")
     text, start = read
-    if require_think and not _THINK.search(completion, 0, start):
+    if require_think and not _thought_before(completion, start):
         return Invalid(reason="no <think>...</think> before the action")
     action = normalise(text)
     if not action:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arena.core.game import GameConfig, InvalidOutputConfig
 from arena.core.messages import Message
@@ -36,6 +36,21 @@ class SkillsConfig(BaseModel):
         "'no_skill'. They cost forward passes in the learner only when an objective reads them.",
     )
     library: str | None = Field(default=None, description="A skills JSON file of your own; default: the built-in one.")
+
+    @field_validator("library")
+    @classmethod
+    def _library_is_a_json_file(cls, v: str | None) -> str | None:
+        """A missing, unreadable or non-JSON library fails at start-up, naming this field."""
+        if v is None:
+            return v
+        import json
+        from pathlib import Path
+
+        try:
+            json.loads(Path(v).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot read skills from it: not a readable JSON file ({type(e).__name__}: {' '.join(str(e).split())[:120]})") from None
+        return v
 
 
 class HouseholdConfig(GameConfig):

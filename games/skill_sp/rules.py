@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,21 +35,64 @@ class Proposal:
         return "tool_use" if "calls" in self.contract else "logic"
 
 
+MAX_JSON_DEPTH = 64  # nesting of a JSON value read from a reply; deeper values are skipped (as the sandbox's MAX_DEPTH)
+_JSON_START = re.compile(r"[{\[]")
+_TOO_DEEP = object()
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and dicts (0 for a scalar), without recursion."""
+    depth, level = 0, [(value, 0)]
+    while level:
+        x, d = level.pop()
+        if isinstance(x, (list, dict)):
+            depth = max(depth, d + 1)
+            level.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
+    return depth
+
+
+def _decode(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, int] | int:
+    """``raw_decode`` at ``start``: the value (``_TOO_DEEP`` when nested deeper than MAX_JSON_DEPTH) and its
+    end, or, failing, how far it read."""
+    try:
+        value, end = decoder.raw_decode(text, start)
+    except json.JSONDecodeError as e:
+        return max(e.pos, start + 1)
+    except (ValueError, RecursionError):
+        return min(len(text), start + 2000)
+    return (value if json_depth(value) <= MAX_JSON_DEPTH else _TOO_DEEP), end
+
+
+_MAX_FAILED_STARTS = 20_000
+_REBASE = 4096
+
+
 def json_values(text: str) -> list[Any]:
-    """Every JSON object or array that starts somewhere in ``text`` and decodes, in order (outermost first)."""
-    decoder, out, i = json.JSONDecoder(), [], 0
-    while True:
-        starts = [p for p in (text.find("{", i), text.find("[", i)) if p >= 0]
-        if not starts:
-            return out
-        start = min(starts)
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError:
+    """Every JSON object or array that starts somewhere in ``text`` and decodes, in order (outermost first).
+
+    Values nested deeper than MAX_JSON_DEPTH are skipped whole. So that a long unclosed reply (``{{{{...``,
+    ``[[[[...``) costs linear time, the failed attempts may read about four times the text in all and
+    number at most 20,000; a reply within those bounds (every well-formed one) gets the result of trying
+    every start. The text is re-sliced as the search moves on: a decoding error counts lines from the start
+    of the string it is given, which would make every failure cost the whole prefix."""
+    decoder, out, doc, i = json.JSONDecoder(), [], text, 0
+    budget, failures = 4 * len(text) + 100_000, 0
+    while (found := _JSON_START.search(doc, i)) is not None:
+        start = found.start()
+        if start > _REBASE:
+            doc, start = doc[start:], 0
+        got = _decode(decoder, doc, start)
+        if isinstance(got, int):
+            budget -= got - start
+            failures += 1
+            if budget < 0 or failures > _MAX_FAILED_STARTS:
+                return out
             i = start + 1
             continue
-        out.append(value)
-        i = end
+        if got[0] is not _TOO_DEEP:
+            out.append(got[0])
+        i = got[1]
+    return out
 
 
 def parse_proposal(text: str) -> Proposal | Invalid:
@@ -70,9 +114,12 @@ def parse_answer(text: str) -> Any:
     """A solver's response: the whole text as JSON, else the last JSON object or array in it."""
     stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     try:
-        return json.loads(stripped)
-    except ValueError:
+        value = json.loads(stripped)
+    except (ValueError, RecursionError):
         pass
+    else:
+        if json_depth(value) <= MAX_JSON_DEPTH:
+            return value
     found = json_values(text)
     return found[-1] if found else Invalid(reason="no JSON answer found")
 

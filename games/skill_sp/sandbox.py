@@ -666,7 +666,7 @@ class SandboxPool:
         try:
             text = json.dumps([sorted(job.files.items()), job.code, job.module, job.function, job.kwargs,
                                job.limits.model_dump() if job.limits else None], sort_keys=True)  # fmt: skip
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # a value nested too deep is simply not cached
             return None
         return hashlib.sha256(text.encode()).hexdigest()
 

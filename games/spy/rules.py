@@ -109,7 +109,7 @@ _NA_FORMS = {"n/a", "na", "none", "n.a", "n / a"}  # after stripping "$ ." ("N.A
 _PLAYER_PREFIX = re.compile(r"(?i)^(?:player|p)\s*")
 
 
-_LOOSE_VOTE = re.compile(r"(?ai)\bplayer\s*#?\s*(\d{1,6})\b|\b(N/A)\b")
+_LOOSE_VOTE = re.compile(r"(?ai)\bplayer\s*+(?:#\s*+)?(\d{1,6})\b|\b(N/A)\b")  # possessive: linear in whitespace runs
 _INDEX = re.compile(r"[0-9]{1,6}")  # ASCII digits only: no sign, no other scripts' digits
 
 
