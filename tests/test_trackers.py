@@ -47,7 +47,7 @@ def test_a_selected_tracker_that_is_not_installed_stops_before_any_model_loads(p
                                                                                 monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, package, None)  # what `import wandb` sees when it is not installed
     rc, err = _cli(["examples/sealed_bid.yaml", "--set", f"train.loggers=[{package}]",
-                    "--set", f"policies.learner.model={tmp_path / 'no-such-model'}",  # never reached
+                    "--set", "policies.learner.model=smollm2-135m",  # never loaded: the check comes first
                     "--run-dir", str(tmp_path / "run")], capsys)
     assert rc == 2 and err.count("\n") == 1, err
     assert err.startswith("error: train.loggers:") and f"{package!r} is selected" in err and "arena[trackers]" in err
