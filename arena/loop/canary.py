@@ -33,7 +33,7 @@ generators, whose arithmetic alone moves logprobs by 0.03-0.05 nats/token on the
 model, within :data:`HALF_MAX_GAP`. ``null`` turns the canary off. When the generator IS
 the learner's model (hf, same dtype, same device) nothing is synced and nothing is checked.
 
-What a GPU user should expect: ``sync/canary_gap`` near 1e-5 in float32 and 0.02-0.06 in
+What a GPU user should expect: ``sync/canary_gap`` near 1e-5 in float32 and 0.03-0.09 in
 bf16 (the bf16 figure grows with the model's logit scale and sequence length, not with the
 learning rate); a value near the bound on every step, rather than one jump, means the bound
 is too tight for that model and ``train.sync_canary_max_gap`` should be raised, not that
