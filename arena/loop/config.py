@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from arena.core.errors import ConfigError, format_validation_error
 from arena.core.registry import UnknownName, game_class
-from arena.loop.evals import EvalSpec, check_names
+from arena.loop.evals import EvalSpec, check_names, set_path
 from arena.loop.league import LeagueConfig
 from arena.runner import RunnerSection
 from learners.config import LearnerConfig
@@ -172,14 +172,9 @@ class ArenaConfig(BaseModel):
         return {"*": default}
 
 def _set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = raw
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"--set {dotted}: {key!r} is not a section")
-        node = child
-    node[keys[-1]] = value
+    bad = set_path(raw, dotted.split("."), value)
+    if bad is not None:
+        raise ConfigError(f"--set {dotted}: {bad!r} is not a section")
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

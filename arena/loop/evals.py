@@ -105,6 +105,19 @@ def check_names(evals: Sequence[EvalSpec]) -> None:
             raise ValueError(f"two evaluations are named {name!r}; names must be unique")
 
 
+def set_path(raw: dict[str, Any], keys: list[str], value: Any) -> str | None:
+    """Set ``raw[k0][k1]...[kn] = value``, making missing sections; returns the key that holds a value
+    where a section is needed (nothing is set then), else ``None``."""
+    node = raw
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            return key
+        node = child
+    node[keys[-1]] = value
+    return None
+
+
 def eval_settings(game_cls: Any, settings: BaseModel, spec: EvalSpec, origin: str = "config") -> BaseModel:
     """The run's game settings with ``spec.set`` on top, validated by the game's own config model;
     a bad key or value is a one-line :class:`~arena.core.errors.ConfigError` naming the field."""
@@ -112,14 +125,9 @@ def eval_settings(game_cls: Any, settings: BaseModel, spec: EvalSpec, origin: st
 
     raw = settings.model_dump(by_alias=True)
     for dotted, value in spec.set.items():
-        keys = dotted.removeprefix("game.").split(".")
-        node = raw
-        for key in keys[:-1]:
-            child = node.setdefault(key, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{origin}: train.evals.{spec.name}.set.{dotted}: {key!r} is not a section of the game's settings")
-            node = child
-        node[keys[-1]] = value
+        bad = set_path(raw, dotted.removeprefix("game.").split("."), value)
+        if bad is not None:
+            raise ConfigError(f"{origin}: train.evals.{spec.name}.set.{dotted}: {bad!r} is not a section of the game's settings")
     try:
         return game_cls.config_type.model_validate(raw)
     except ValidationError as e:
