@@ -28,12 +28,17 @@ LIMITS = Limits(wall_s=8.0, cpu_s=1, memory_mb=128, output_bytes=1 << 16, file_b
 SLACK_S = 4.0  # killing and reaping on a loaded 2-core machine
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Sandbox:
+def start_sandbox(limits: Limits) -> Sandbox:
+    """A sandbox with ``limits``, or the test skipped with the reason bubblewrap cannot start."""
     try:
-        return Sandbox(LIMITS)
+        return Sandbox(limits)
     except SandboxUnavailable as exc:
         pytest.skip(f"bubblewrap cannot start a sandbox on this machine: {exc}")
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return start_sandbox(LIMITS)
 
 
 def leftovers(run_id: str) -> list[int]:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from games.skill_sp.sandbox import _DENIED, Limits, Sandbox, SandboxUnavailable, Status
-from test_skill_sp_sandbox import leftovers  # host processes still carrying a run's id
+from games.skill_sp.sandbox import _DENIED, Limits, Sandbox, Status
+from test_skill_sp_sandbox import leftovers, start_sandbox
 
 LIMITS = Limits(wall_s=10.0, cpu_s=2, memory_mb=256, output_bytes=1 << 16, file_bytes=1 << 20, tmp_bytes=8 << 20)
 MIB = 1 << 20
@@ -37,10 +37,7 @@ def sc(nr, *args):
 
 @pytest.fixture(scope="module")
 def sandbox() -> Sandbox:
-    try:
-        return Sandbox(LIMITS)
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap cannot start a sandbox on this machine: {exc}")
+    return start_sandbox(LIMITS)
 
 
 
