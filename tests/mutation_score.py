@@ -225,11 +225,6 @@ EQUIVALENT: set[str] = {
     # _zscore: n_groups + 2, or 1 group for an empty batch: the extra group is never indexed.
     "learners.auso.x__zscore__mutmut_6",
     "learners.auso.x__zscore__mutmut_7",
-    # AusoUtilise.action_weights: a present sample without extras["group"] gets the key "" (None ->
-    # "None", "XXXX"): all such samples share one key either way (groups are episode ids).
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_12",
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_14",
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_17",
     # A sample without the probe (NaN value) is alone in its group, so its m is 0 and its weight 1
     # whatever pass rate (its own, 1.0) or filled value (nan_to_num(None) = 0.0, 1.0) it gets.
     "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_35",
