@@ -124,6 +124,20 @@ class DeepSpeedConfig(BaseModel):
     bf16: bool = Field(default=False, description="bf16 training with fp32 master weights.")
 
 
+class ImportanceConfig(BaseModel):
+    """Per-token importance correction between the generator's sampling logprobs and the learner's
+    (learners/losses.py::importance_weights): needed with async rollouts (train.async), where samples come from
+    older weights, and useful where the generator's numerics differ from the learner's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["none", "tis", "mis"] = Field(
+        default="none", description="none: no correction (the papers' on-policy loss); tis: truncate each token's "
+        "ratio at cap (truncated IS); mis: drop tokens whose ratio exceeds cap (masked IS).",
+    )
+    cap: float = Field(default=2.0, gt=1.0, description="The ratio's cap (truncation point, or mask threshold for mis).")
+
+
 class LearnerConfig(BaseModel):
     """The policy update."""
 
@@ -183,6 +197,10 @@ class LearnerConfig(BaseModel):
         "if there is one, else a float32 copy of the initial weights) or a policy name",
     )
     deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+    importance: ImportanceConfig = Field(
+        default_factory=ImportanceConfig, description="Importance correction for generator/learner mismatch "
+        "(tis | mis; off by default). The ratios are logged as is/* either way.",
+    )
 
     @field_validator("param_dtype")
     @classmethod

@@ -106,3 +106,36 @@ def phase_aggregation_weights(
         aggregation_weights(mask[r : r + 1], mode, tokens[phase], seqs[phase], constant) for r, phase in enumerate(phases)
     ]
     return torch.cat(rows) if rows else mask.clone()
+
+
+ImportanceMode = Literal["none", "tis", "mis"]
+
+
+def importance_weights(
+    old_logp: torch.Tensor, gen_logp: torch.Tensor, mode: ImportanceMode = "tis", cap: float = 2.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token correction for the gap between the generator that sampled and the learner.
+
+    ``rho = exp(old_logp - gen_logp)``: the learner's probability of the sampled token
+    before the update over the generator's sampling probability (an older version of the
+    weights with async rollouts, or other numerics: bf16 vLLM against an fp32 learner).
+
+    - ``tis`` (truncated IS, Yao et al. 2025, TIS in verl and slime): ``w = min(rho, cap)``;
+    - ``mis`` (masked IS, MIS in verl's rollout correction): ``w = rho`` if ``rho <= cap``, else 0;
+    - ``none``: ``w = 1``.
+
+    A token without a generator logprob (``gen_logp`` NaN) gets ``w = 1`` and ``rho = 1``.
+    The weights multiply the policy-gradient term per token and carry no gradient.
+    ``-> (w, rho)``, both ``(B, T)``.
+    """
+    missing = gen_logp.isnan()
+    rho = torch.exp(old_logp.detach() - gen_logp.nan_to_num(0.0)).masked_fill(missing, 1.0)
+    if mode == "none":
+        w = torch.ones_like(rho)
+    elif mode == "tis":
+        w = rho.clamp(max=cap)
+    elif mode == "mis":
+        w = torch.where(rho <= cap, rho, torch.zeros_like(rho))
+    else:
+        raise ValueError(f"importance mode {mode!r}: expected none, tis or mis")
+    return w, rho

@@ -48,7 +48,9 @@ from arena.core.distributed import SINGLE, Dist, max_value, sum_grads, sum_tenso
 from arena.core.types import Sample
 from learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from learners.config import LearnerConfig, ObjectiveConfig
-from learners.losses import aggregation_weights, clipped_surrogate, kl_penalty, phase_aggregation_weights, reinforce_detached
+from learners.losses import (
+    aggregation_weights, clipped_surrogate, importance_weights, kl_penalty, phase_aggregation_weights, reinforce_detached,
+)
 from learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
 from learners.progress import Progress
 
@@ -222,6 +224,7 @@ class Learner:
                 for key, term in self.objectives if term.records}
         stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
         gap_sum, gap_count = 0.0, 0.0
+        is_sums, is_max = torch.zeros(3, dtype=torch.float64), 0.0  # sum rho, sum w, tokens over the cap (epoch 0)
         grad_norm = 0.0
         # ZeRO-2 reduces gradients inside every backward, so every rank must run as many.
         backwards = int(max_value(self.dist, len(micro))) if self.engine is not None and self.dist.active else 0
@@ -240,6 +243,11 @@ class Learner:
                     pg = clipped_surrogate(logp, old[k], adv, cfg.clip_low, cfg.clip_high)  # type: ignore[arg-type]
                 else:
                     pg = reinforce_detached(logp, adv)
+                is_w, rho = importance_weights(old[k], mb.gen_logprobs, cfg.importance.mode, cfg.importance.cap)  # type: ignore[arg-type]
+                pg = pg * is_w
+                if epoch == 0:
+                    is_sums += torch.stack([(rho * seen).sum(), (is_w * seen).sum(), ((rho > cfg.importance.cap).float() * seen).sum()]).double()
+                    is_max = max(is_max, float((rho * seen).max()) if seen.any() else 0.0)
                 per_token = pg
                 kl = torch.zeros_like(logp)
                 if ref is not None:
@@ -273,8 +281,11 @@ class Learner:
             for _ in range(backwards - len(micro)):  # this rank has fewer micro-batches: add zeros
                 self._backward(sum(p.sum() for p in self.module.parameters() if p.requires_grad) * 0.0)
             grad_norm = self._optimizer_step()
-        sums = sum_values(self.dist, {**stats, "gap_sum": gap_sum, "gap_count": gap_count, "micro": float(len(micro))})
+        is_parts = {"is_rho": float(is_sums[0]), "is_w": float(is_sums[1]), "is_cut": float(is_sums[2])}
+        sums = sum_values(self.dist, {**stats, **is_parts, "gap_sum": gap_sum, "gap_count": gap_count,
+                                      "micro": float(len(micro))})
         gap_sum, gap_count = sums.pop("gap_sum"), sums.pop("gap_count")
+        is_rho, is_w_sum, is_cut = sums.pop("is_rho"), sums.pop("is_w"), sums.pop("is_cut")
         n_micro = sums.pop("micro")
         stats = sums
         stats.update(reweight_stats)
@@ -287,6 +298,9 @@ class Learner:
             adv_mean=float(torch.tensor([s.advantage for s in samples]).mean()),
             logprob_gap=gap_sum / gap_count if gap_count else float("nan"),
         )
+        if gap_count:  # the per-token ratio learner/generator over tokens with a generator logprob (this rank's max)
+            stats.update({"is/ratio_mean": is_rho / gap_count, "is/weight_mean": is_w_sum / gap_count,
+                          "is/over_cap_frac": is_cut / gap_count, "is/ratio_max": is_max})
         return stats
 
     @torch.no_grad()
