@@ -26,6 +26,7 @@ from arena.core.errors import ConfigError, format_validation_error
 from arena.core.registry import UnknownName, game_class
 from arena.loop.evals import EvalSpec, check_names, set_path
 from arena.loop.league import LeagueConfig
+from arena.loop.rollouts import AsyncConfig
 from arena.runner import RunnerSection
 from learners.config import LearnerConfig
 from learners.schedule import JointConfig, ScheduleConfig, schedule_phases
@@ -66,6 +67,10 @@ class TrainConfig(BaseModel):
         "tensorboard, wandb (offline), mlflow (a file store in the run folder); [] for none (arena/loop/loggers.py).",
     )
     league: LeagueConfig = Field(default_factory=LeagueConfig, description="Opponent pool and rated matches (off by default).")
+    async_: AsyncConfig | None = Field(
+        default=None, alias="async", description="Async rollouts: the next steps' games are played while the learner "
+        "updates, with weights at most max_staleness versions old (arena/loop/rollouts.py); null: synchronous.",
+    )
     save_episodes: bool = Field(
         default=True, description="Save each step's episodes with the learner's advantages to <run_dir>/episodes/ "
         "(gzip JSONL, read by python -m arena.view).",

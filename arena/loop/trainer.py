@@ -13,6 +13,7 @@ TensorBoard, episodes and checkpoints, which also hold the other ranks' RNG stat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -110,6 +111,8 @@ class Trainer:
         self.dist = dist
         self.step = 0
         self.game_cls = cfg.game.cls
+        self.pipeline: Any = None  # train.async's rollout thread, while run() runs
+        self._inflight: dict[int, Any] = {}  # in-flight steps put back by --resume
 
         from arena.loop.build import (
             ModelStore, build_policies, build_runner, make_model_policy, reference_model, sampling_table,
@@ -127,7 +130,11 @@ class Trainer:
         # An hf generator on the learner's device whose dtype is the learner's weights' shares the
         # learner's model: nothing to sync. With bf16 weights the fp32 master then starts from the
         # generator's bf16 copy of the initial weights.
-        if spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device:
+        self.staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
+        self._check_async(cfg, dist)
+        # With async rollouts (k >= 1) the generator plays while the learner updates: it needs its own copy.
+        if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device
+                and not self.staleness):
             model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
         else:
             from arena.core.models import load_causal_lm
@@ -180,6 +187,16 @@ class Trainer:
                 run_dir, cfg.train.episodes_max_mb, self.tokenizer, cfg.trainable, group_by, fresh=resume is None
             )
 
+    @staticmethod
+    def _check_async(cfg: ArenaConfig, dist: Dist) -> None:
+        if cfg.train.async_ is None or not cfg.train.async_.max_staleness:
+            return
+        if dist.active:
+            raise ConfigError("train.async: async rollouts run on one rank for now; remove train.async or run one rank")
+        if cfg.train.league.enabled:
+            raise ConfigError("train.async: async rollouts with train.league are not supported (the league assigns "
+                              "opponents from checkpoints as they are written); turn one of them off")
+
     def _report_untrained_phases(self, env: Any) -> None:
         missing = [p for p in getattr(env, "phases", ()) if p not in self.cfg.learner.estimators]
         if missing:
@@ -200,6 +217,11 @@ class Trainer:
 
             bar = tqdm(total=last, initial=self.step, desc="train", unit="step")
         shown = [f"game/{k}" for k in self.game_cls.headline_metrics] + ["kl"]
+        if self.cfg.train.async_ is not None:  # the games of later steps, played in a thread (arena/loop/rollouts.py)
+            from arena.loop.rollouts import Pipeline
+
+            self.pipeline = Pipeline(self.play_step, self.staleness, self.step, self.cfg.train.steps, self._inflight)
+            self._inflight = {}
         try:
             while self.step < last:
                 row = self.train_step()
@@ -210,6 +232,9 @@ class Trainer:
                 if self.step % self.cfg.train.checkpoint_every == 0 or self.step == last:
                     self.save()
         finally:  # a stopped run's trackers keep what was logged
+            if self.pipeline is not None:
+                self.pipeline.close()
+                self.pipeline = None
             if bar is not None:
                 bar.close()
             self.loggers.close()
@@ -220,16 +245,24 @@ class Trainer:
         n = self.cfg.train.games_per_step
         return [EpisodeSpec(seed=self.cfg.train.seed * 1_000_003 + step * n + i) for i in range(n)]
 
-    def train_step(self) -> dict[str, float]:
-        cfg = self.cfg
-        step = self.step + 1
-        progress = Progress(step=step, total=cfg.train.steps)
-        phases = self.schedule.phases(progress)
+    def play_step(self, step: int) -> tuple[list[Episode], dict[str, float]]:
+        """The games of ``step`` with the generator as it is, and the rollout's figures (this rank's)."""
         tokens_before = getattr(self.generator, "tokens_generated", 0)
         t0 = time.perf_counter()
         specs = self.league.assign(step, self.specs(step)) if self.league else self.specs(step)
         episodes = self.runner.play(self.dist.block(specs))
         self._tokenize_probes(episodes)
+        tokens = float(getattr(self.generator, "tokens_generated", 0) - tokens_before)
+        return episodes, {"gen/tokens": tokens, "time/play_s": time.perf_counter() - t0}
+
+    def train_step(self) -> dict[str, float]:
+        cfg = self.cfg
+        step = self.step + 1
+        progress = Progress(step=step, total=cfg.train.steps)
+        phases = self.schedule.phases(progress)
+        t0 = time.perf_counter()
+        pipeline = self.pipeline
+        episodes, played = pipeline.take(step) if pipeline is not None else self.play_step(step)
         if self.dist.active:  # every rank sees the whole step; each trains its own episodes' samples
             mine = {ep.episode_id for ep in episodes}
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
@@ -245,16 +278,23 @@ class Trainer:
         if not samples:
             print(f"step {step}: trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning "
                   "signal; check seats, learner.estimators and drop_zero_variance)", file=sys.stderr)
-        self.sync_weights()
-        canary = self.sync_canary(before)
-        t2 = time.perf_counter()
-        summary = episode_summary(episodes)
-        summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
-        self.schedule.update({k.removeprefix("game/"): v for k, v in summary.items() if k.startswith("game/")})
-        generators = {name: partial(generate_texts, policy) for name, policy in self.policies.items()}
-        state_stats = self.state.update(episodes, generators) if self.state is not None else {}
-        self.step = step
-        tokens = getattr(self.generator, "tokens_generated", 0) - tokens_before
+        t_update = time.perf_counter()
+        if pipeline is not None:  # the last step the old weights play must be played first
+            pipeline.before_sync(step)
+        with pipeline.lock if pipeline is not None else contextlib.nullcontext():
+            self.sync_weights()
+            canary = self.sync_canary(before)
+            t2 = time.perf_counter()
+            summary = episode_summary(episodes)
+            summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
+            self.schedule.update({k.removeprefix("game/"): v for k, v in summary.items() if k.startswith("game/")})
+            generators = {name: partial(generate_texts, policy) for name, policy in self.policies.items()}
+            state_stats = self.state.update(episodes, generators) if self.state is not None else {}
+            self.step = step
+            evals = self.evals.run(step, self.last_step, self.policies, self.state) if self.evals is not None else {}
+            if pipeline is not None:
+                pipeline.synced(step)
+        tokens = played["gen/tokens"]
         if self.dist.active:  # every rank's tokens (the gather made t1 the slowest rank's end of rollout)
             tokens = sum_values(self.dist, {"tokens": float(tokens)})["tokens"]
         row: dict[str, Any] = {"step": step, "stage": "+".join(phases)}
@@ -267,10 +307,12 @@ class Trainer:
         row.update(self.league.after_step(step, episodes) if self.league else {})
         row.update({
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0,
-            "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+            "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(played["time/play_s"], 1e-9),
         })
-        if self.evals is not None:  # after the weight sync and the state update; outside the step's timing
-            row.update(self.evals.run(step, self.last_step, self.policies, self.state))
+        if pipeline is not None:  # rollout_s is the wait for the thread's games; play_s their own time
+            row.update({"async/staleness": pipeline.staleness(step), "time/play_s": played["time/play_s"],
+                        "time/sync_wait_s": t2 - t_update})
+        row.update(evals)  # after the weight sync and the state update; outside the step's timing
         self._log(row, episodes)
         if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
             check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)
@@ -343,7 +385,11 @@ class Trainer:
     def save(self) -> Path | None:
         """Write the step's checkpoint (rank 0; the other ranks hand it their own state and wait)."""
         state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
-        extra = {"game_state": self.state.save} if self.state is not None else {}
+        extra: dict[str, Any] = {"game_state": self.state.save} if self.state is not None else {}
+        if self.pipeline is not None and self.staleness:  # played, not yet trained: steps step+1 .. step+k
+            from arena.loop.rollouts import save_inflight
+
+            extra["inflight"] = partial(save_inflight, inflight=self.pipeline.inflight(self.step))
         optimizer = self.learner.state_dict()
         if self.dist.active:  # each rank's RNG in ranks/rank_R.pt; a ZeRO optimizer saves every rank's partition
             parts = gather_to_main(self.dist, {"rng": rng_state(), **(optimizer if self.learner.partitioned else {})})
@@ -383,6 +429,14 @@ class Trainer:
             self.state.load(checkpoint / "game_state")
         if self.league is not None and (checkpoint / "league").is_dir():
             self.league.load(checkpoint / "league")
+        if self.staleness:  # the steps in flight at the checkpoint, played by their own (older) weights
+            from arena.loop.rollouts import load_inflight
+
+            self._inflight = load_inflight(checkpoint / "inflight")
+            want = min(self.staleness, self.cfg.train.steps - int(state["step"]))
+            if len(self._inflight) != want:
+                raise ConfigError(f"train.async.max_staleness: the checkpoint holds {len(self._inflight)} step(s) in flight, "
+                                  f"max_staleness {self.staleness} needs {want}; resume with the run's own max_staleness")
         set_rng_state(rng)
         self.step = int(state["step"])
         self.sync_weights()
@@ -402,4 +456,4 @@ def _row_step(line: str) -> float:
 def resolved_config(cfg: ArenaConfig) -> dict[str, Any]:
     """The run's full config as JSON (game settings inlined), written to config.json."""
     game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
-    return cfg.model_dump(mode="json", exclude={"game"}) | {"game": game}
+    return cfg.model_dump(mode="json", exclude={"game"}, by_alias=True) | {"game": game}
