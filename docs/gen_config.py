@@ -109,7 +109,7 @@ def model_table(
             type_text = _code(_type_name(field.annotation))
             links = ", ".join(f"[{m.__name__}](#{_anchor(m)})" for m in dict.fromkeys(models))
             out.append(
-                f"| `{name}` | {type_text}{' (' + links + ')' if links else ''} | {_code(_default(field))} "
+                f"| `{field.alias or name}` | {type_text}{' (' + links + ')' if links else ''} | {_code(_default(field))} "
                 f"| {_cell(field.description or '')} |"
             )
     else:
