@@ -102,14 +102,27 @@ class ModelPolicySpec(BaseModel):
         description="openai: wait before retry k (k = 1, 2, ...) is backoff_s * 2**(k-1) seconds.",
     )
 
+    sync_weights: bool = Field(
+        default=False, description="openai: the server receives the learner's weights after every update (a server "
+        "started by python -m arena.serve); needed for a trainable openai policy.",
+    )
+    weights_dir: str | None = Field(
+        default=None, description="openai with sync_weights: a folder the trainer writes each update's weights to and "
+        "the server reads (a shared file system across machines); default: a fresh folder in /dev/shm (same machine).",
+    )
+
     @model_validator(mode="after")
     def _backend_settings(self) -> ModelPolicySpec:
         if self.trainable and self.frozen:
             raise ValueError("trainable and frozen: a policy is one or the other")
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend 'openai' needs base_url (e.g. http://127.0.0.1:8000)")
-        if self.backend == "openai" and self.trainable:
-            raise ValueError("backend 'openai' cannot receive weight updates; a trainable policy uses hf or vllm")
+        if self.sync_weights and (self.backend != "openai" or self.api != "completions"):
+            raise ValueError("sync_weights applies to backend 'openai' with api 'completions' (a server started by "
+                             "python -m arena.serve); hf and vllm policies are synced in-process")
+        if self.backend == "openai" and self.trainable and not self.sync_weights:
+            raise ValueError("a trainable 'openai' policy needs sync_weights: true and a server started by "
+                             "python -m arena.serve (or use backend hf or vllm)")
         if self.enable_sleep_mode and self.backend != "vllm":
             raise ValueError("enable_sleep_mode only applies to backend 'vllm'")
         if self.dtype == "auto":  # a bad ARENA_AUTO_DTYPE is a start-up error, not a failure at model load

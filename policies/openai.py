@@ -49,7 +49,8 @@ import json
 import re
 import threading
 import time
-from collections.abc import Sequence
+from pathlib import Path
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -95,6 +96,7 @@ class OpenAIPolicy:
         name: str = "openai",
         max_model_len: int | None = None,
         overflow: Overflow = "truncate",
+        weights_dir: str | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -116,6 +118,12 @@ class OpenAIPolicy:
             headers=headers, timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
         )
+        self.weight_version = 0  # updates pushed (load_weights); the server must hold this one
+        self.redeliveries = 0  # times a server answered an older version (restarted) and got the newest again
+        self._weights_dir = _weights_folder(weights_dir)
+        self._own_dir = weights_dir == ""  # a folder made here: removed by close()
+        self._latest: str | None = None
+        self._weights_lock = threading.Lock()
         self.tokenizer = None
         if api == "completions":
             from transformers import AutoTokenizer
@@ -159,13 +167,82 @@ class OpenAIPolicy:
         )
 
     def close(self) -> None:
-        """Close the pooled connections (the policy is not used afterwards)."""
+        """Close the pooled connections (the policy is not used afterwards) and remove a weights folder made here."""
         self._client.close()
+        if self._own_dir and self._weights_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._weights_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ weights (python -m arena.serve)
+    def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """Send the learner's weights to the server (``python -m arena.serve``): a safetensors file in the
+        weights folder, announced by ``POST /collective_rpc`` (``arena_load_weights_file(path, version)``),
+        then ``POST /reset_prefix_cache``. The file stays until the next push, so a restarted server can
+        be given it again (:meth:`ensure_weights`)."""
+        if self._weights_dir is None:
+            raise ServerError(f"policy '{self.name}': set sync_weights: true to send weights to the server")
+        from safetensors.torch import save_file
+
+        version = self.weight_version + 1
+        path = self._weights_dir / f"weights_{version:06d}.safetensors"
+        tensors: dict[str, Any] = {}
+        seen: set[int] = set()
+        for name, t in named_tensors:  # safetensors refuses shared storage (tied embeddings): copy repeats
+            t = t.detach().to("cpu").contiguous()
+            ptr = t.untyped_storage().data_ptr()
+            tensors[name] = t.clone() if ptr in seen else t
+            seen.add(ptr)
+        partial = path.with_suffix(".partial")
+        save_file(tensors, str(partial))
+        partial.replace(path)  # the server never reads half a file
+        with self._weights_lock:
+            self._deliver(str(path), version)
+            old, self._latest, self.weight_version = self._latest, str(path), version
+        if old and old != str(path):
+            Path(old).unlink(missing_ok=True)
+
+    def _deliver(self, path: str, version: int) -> None:
+        reply = self._post("/collective_rpc", {"method": "arena_load_weights_file", "args": [path, str(version)]})
+        if not reply.get("results") or not all(isinstance(r, int) or str(r).isdigit() for r in reply["results"]):
+            raise ServerError(f"policy '{self.name}': {self.base_url} did not load the weights: {str(reply)[:200]}")
+        self._post("/reset_prefix_cache", {})
+
+    def server_weight_version(self) -> int:
+        """The update the server's weights come from (0: as it started)."""
+        reply = self._post("/collective_rpc", {"method": "arena_weight_version"})
+        try:
+            return min(int(r) for r in reply["results"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ServerError(f"policy '{self.name}': {self.base_url} is not an arena.serve server ({e!r}: "
+                              f"{str(reply)[:200]}); start it with python -m arena.serve") from None
+
+    def ensure_weights(self) -> None:
+        """Before a rollout: a server that holds older weights (restarted since the last push) gets the newest."""
+        if self._latest is None:
+            return
+        with self._weights_lock:
+            if self.server_weight_version() != self.weight_version:
+                self._deliver(self._latest, self.weight_version)
+                self.redeliveries += 1
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int], params: Any) -> list[float]:
+        """The server's logprobs of a fixed completion (teacher forcing via vLLM's ``prompt_logprobs``)."""
+        self.ensure_weights()
+        body = {"model": self.model, "prompt": list(prompt_ids) + list(completion_ids), "max_tokens": 1,
+                "temperature": params.temperature or 1.0, "prompt_logprobs": 0}
+        reply = self._post("/v1/completions", body)
+        try:
+            per_position = reply["choices"][0]["prompt_logprobs"][len(prompt_ids) :]
+            return [float(step[str(tok)]["logprob"]) for step, tok in zip(per_position, completion_ids, strict=True)]
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise ServerError(f"{self.base_url}/v1/completions: no prompt logprobs ({e!r}): {str(reply)[:200]}") from None
 
     # ------------------------------------------------------------------ policy
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         if not requests:
             return []
+        self.ensure_weights()
         one = self._complete if self.api == "completions" else self._chat
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
             return list(pool.map(one, requests))
@@ -250,3 +327,19 @@ class OpenAIPolicy:
         except (KeyError, IndexError, TypeError) as e:
             raise ServerError(f"{self.base_url}/v1/chat/completions: unexpected reply ({e!r}): {str(reply)[:200]}") from None
         return Completion(text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
+
+
+def _weights_folder(weights_dir: str | None) -> Path | None:
+    """Where pushed weights go: None (no pushes), ``weights_dir``, or for ``""`` a fresh folder in /dev/shm
+    (else the temp folder)."""
+    import os
+    import tempfile
+
+    if weights_dir is None:
+        return None
+    if weights_dir:
+        folder = Path(weights_dir).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    return Path(tempfile.mkdtemp(prefix="arena-weights-", dir=shm))

@@ -28,9 +28,19 @@ class WeightSync:
         self.model_runner.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)
         return len(weights)
 
-    def arena_load_weights_file(self, path: str) -> int:
-        """The same from a safetensors file: how weights cross into an engine in another process."""
+    def arena_load_weights_file(self, path: str, version: str | None = None) -> int:
+        """The same from a safetensors file: how weights cross into an engine in another process, or
+        into a server (``python -m arena.serve``, through vLLM's ``/collective_rpc``, whose arguments
+        are strings). ``version``: the learner's update count, which :meth:`arena_weight_version` returns."""
         from safetensors.torch import load_file
 
-        return self.arena_load_weights(list(load_file(path).items()))
+        count = self.arena_load_weights(list(load_file(path).items()))
+        if version is not None:
+            self.arena_version = int(version)
+        return count
+
+    def arena_weight_version(self) -> int:
+        """The version of the weights last loaded by :meth:`arena_load_weights_file` (0: as started). A
+        restarted server answers 0, so the client knows to send the newest weights again."""
+        return int(getattr(self, "arena_version", 0))
 

