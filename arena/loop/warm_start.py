@@ -26,7 +26,8 @@ in the prompt; a bot's text that begins with it has it removed, so the model lea
 **Tokens.** prompt: ``chat_prompt_ids(tokenizer, messages)``, what the HF policy encodes; completion:
 ``tokenizer.encode(text, add_special_tokens=False)`` plus the EOS token, the model's end of a reply
 (none after a saved turn that stopped at its length limit). A demonstration longer than the model's
-context is left out (counted).
+context, or whose completion is longer than the policy's ``max_new_tokens`` in its phase (it could
+never write it), is left out (counted as ``too_long``).
 
 **Steps.** ``steps`` optimizer steps of ``batch_size`` demonstrations (default: ``epochs`` passes,
 ``ceil(epochs * demos / batch_size)`` steps); the order is a permutation of the demonstrations per
@@ -271,10 +272,12 @@ def demonstrations(cfg: Any, tokenizer: Any, max_len: int | None) -> tuple[list[
         stats["episodes"] = float(len(episodes))
         seats = ws.seats or [p for p, name in cfg.seat_table().items() if name == cfg.trainable]
         turns = episode_turns(episodes, ws, seats)
+    spec = cfg.policies[cfg.trainable]
     samples, too_long = [], 0
     for messages, text, phase, role, ends in turns:
         prompt, completion = tokenize(tokenizer, messages, text, ends)
-        if not completion or (max_len is not None and len(prompt) + len(completion) > max_len):
+        budget = spec.params_for(phase).max_new_tokens  # what the policy could write there
+        if not completion or len(completion) > budget or (max_len is not None and len(prompt) + len(completion) > max_len):
             too_long += 1
             continue
         samples.append(demo_sample(prompt, completion, phase, role))
