@@ -24,7 +24,7 @@ from test_league import tiny_model  # noqa: F401  (the fixture)
 ROOT = Path(__file__).resolve().parents[1]
 SPY = ROOT / "games/spy/spy.yaml"
 SETS = [
-    "policies.learner.backend=hf", "policies.learner.dtype=float32", "policies.learner.sampling.max_new_tokens=4",
+    "policies.learner.backend=hf", "policies.learner.dtype=float32", "policies.learner.sampling.max_new_tokens=256",
     "learner.param_dtype=float32", "runner.num_envs=2", "runner.progress=false", "train.games_per_step=2",
     "train.steps=1", "train.plot=false", "train.loggers=[]", "train.save_episodes=false",
     "train.sync_canary_max_gap=null",
@@ -165,3 +165,16 @@ def test_episodes_written_by_a_run_are_a_source(tiny_model: Path, tmp_path: Path
     from_file, _ = demonstrations(ecfg, tok, None)
     from_bots, _ = demonstrations(cfg, tok, None)
     assert [s.completion_ids for s in from_file] == [s.completion_ids for s in from_bots] and from_file
+
+
+def test_a_demonstration_the_policy_could_not_write_is_left_out(tiny_model: Path) -> None:  # noqa: F811
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    cfg = load_config(SPY, [*SETS, BOTS])
+    kept, stats = demonstrations(cfg, tok, None)
+    longest = max(len(s.completion_ids) for s in kept)
+    short = load_config(SPY, [*SETS, BOTS, f"policies.learner.sampling.max_new_tokens={longest - 1}"])
+    fewer, cut = demonstrations(short, tok, None)
+    assert cut["too_long"] == sum(len(s.completion_ids) == longest for s in kept) > 0 == stats["too_long"]
+    assert len(fewer) == len(kept) - cut["too_long"]
