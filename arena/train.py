@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m arena.train", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name (spy)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this step (default: train.steps)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="stop after this step (default: train.steps; 0 with train.warm_start: the warm start alone)")
     p.add_argument("--resume", type=Path, default=None, help="run folder or checkpoint folder to continue from")
     p.add_argument("--run-dir", type=Path, default=None, help="output folder (default: train.run_dir)")
     # The deepspeed launcher passes --local_rank=N; the rank is read from LOCAL_RANK (arena/core/distributed.py).
@@ -40,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
-    if args.max_steps is not None and args.max_steps < 1:
-        raise ConfigError(f"--max-steps: must be >= 1 (got {args.max_steps})")
+    least = 0 if cfg.train.warm_start is not None else 1  # 0: the warm start alone
+    if args.max_steps is not None and args.max_steps < least:
+        raise ConfigError(f"--max-steps: must be >= {least} (got {args.max_steps})")
     run_dir = args.run_dir or (args.resume if args.resume and (args.resume / "metrics.jsonl").exists() else None)
     run_dir = Path(run_dir or cfg.run_dir)
     if args.resume is not None and not args.resume.exists():

@@ -27,6 +27,7 @@ from arena.core.registry import UnknownName, game_class
 from arena.loop.evals import EvalSpec, check_names, set_path
 from arena.loop.league import LeagueConfig
 from arena.loop.rollouts import AsyncConfig
+from arena.loop.warm_start import WarmStartConfig, check_warm_start, parse_warm_start
 from arena.runner import RunnerSection
 from learners.config import LearnerConfig
 from learners.schedule import JointConfig, ScheduleConfig, schedule_phases
@@ -85,6 +86,10 @@ class TrainConfig(BaseModel):
         default=2, ge=1, description="Completions the weight-sync canary scores (the step's shortest trainable "
         "turns; each costs a forward pass on both sides: about 10 s a sample for the built-in model on 2 CPU cores).",
     )
+    warm_start: WarmStartConfig | None = Field(
+        default=None, description="Supervised fine-tuning on demonstrations before self-play (source: bots | episodes "
+        "| pairs; arena/loop/warm_start.py); null: none.",
+    )
     evals: list[EvalSpec] = Field(
         default_factory=list, description="Evaluations inside training on held-out games (arena/loop/evals.py): at step 0 "
         "(the untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> with a "
@@ -99,6 +104,11 @@ class TrainConfig(BaseModel):
         if isinstance(value, str):  # --set train.loggers=wandb
             value = [value]
         return check_names(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
+
+    @field_validator("warm_start", mode="before")
+    @classmethod
+    def _warm_start(cls, value: Any) -> Any:
+        return parse_warm_start(value)
 
     @field_validator("evals")
     @classmethod
@@ -289,6 +299,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
 
         check_evals(cfg, origin)
     check_models(cfg, origin)
+    check_warm_start(cfg, origin)
     check_eval_metrics(cfg, origin)
     try:
         env = cfg.game.make_env()
@@ -309,6 +320,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
         return
     named: list[tuple[str, str]] = [(f"learner.estimators.{p}", p) for p in cfg.learner.estimators]
     named += [(f"train.schedule", p) for p in sorted(schedule_phases(cfg.train.schedule))]
+    named += [("train.warm_start.phases", p) for p in getattr(cfg.train.warm_start, "phases", None) or ()]
     for pname, spec in cfg.policies.items():
         if isinstance(spec, ModelPolicySpec):
             named += [(f"policies.{pname}.phase_sampling.{p}", p) for p in spec.phase_sampling]

@@ -159,6 +159,13 @@ class Trainer:
             self.league = League(cfg, run_dir, self.runner, lambda spec, name: make_model_policy(spec, name, ModelStore()))
         self._report_untrained_phases(env)
         run_dir.mkdir(parents=True, exist_ok=True)
+        self.warm = None
+        if cfg.train.warm_start is not None:  # supervised fine-tuning before self-play (arena/loop/warm_start.py)
+            from arena.loop.warm_start import WarmStart
+
+            self.warm = WarmStart(cfg, run_dir)
+            if resume is None and dist.main and self.warm.path.exists():
+                self.warm.path.unlink()
         self.metrics_path = run_dir / "metrics.jsonl"
         if resume is not None:
             try:
@@ -207,6 +214,8 @@ class Trainer:
     def run(self, max_steps: int | None = None) -> list[dict[str, float]]:
         last = self.last_step = self.cfg.train.steps if max_steps is None else min(self.cfg.train.steps, max_steps)
         rows = []
+        if self.warm is not None and self.step == 0:
+            self.warm.run(self)
         if self.step == 0 and self.evals is not None:  # the untrained model, on the games every evaluation plays
             row0 = self.evals.run(0, last, self.policies, self.state)
             if row0:
@@ -385,6 +394,8 @@ class Trainer:
     def save(self) -> Path | None:
         """Write the step's checkpoint (rank 0; the other ranks hand it their own state and wait)."""
         state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
+        if self.warm is not None:
+            state["warm_start"] = self.warm.state_dict()
         extra: dict[str, Any] = {"game_state": self.state.save} if self.state is not None else {}
         if self.pipeline is not None and self.staleness:  # played, not yet trained: steps step+1 .. step+k
             from arena.loop.rollouts import save_inflight
@@ -400,7 +411,7 @@ class Trainer:
             if self.learner.partitioned:
                 optimizer = {"optimizer": [r.pop("optimizer") for r in ranks]}
             extra["ranks"] = lambda folder: [torch.save(r, folder / f"rank_{i}.pt") for i, r in enumerate(ranks) if i]
-        if self.league is not None:  # the checkpoint's weights join the pool; its state goes in the checkpoint
+        if self.league is not None and self.step > 0:  # the checkpoint's weights join the pool (not the warm start's)
             self.league.add_member(self.step, self.learner.module, self.tokenizer)
             extra["league"] = self.league.save
         path = save_checkpoint(
@@ -425,6 +436,8 @@ class Trainer:
         self.learner.load_state_dict(optimizer)
         self.estimator_states.load_state_dict(state["estimators"])
         self.schedule.load_state_dict(state["schedule"])
+        if self.warm is not None:
+            self.warm.load_state_dict(state.get("warm_start"))
         if self.state is not None:
             self.state.load(checkpoint / "game_state")
         if self.league is not None and (checkpoint / "league").is_dir():
