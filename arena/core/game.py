@@ -69,11 +69,16 @@ import numpy as np
 from pettingzoo import AECEnv
 from pydantic import BaseModel
 
-from arena.core.game_types import ActionProbs, ActionQuery, GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase
+from arena.core.game_types import (
+    ActionProbs, ActionQuery, GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase,
+)
 from arena.core.messages import CompletionSpace, Message, MessageSpace, random_fields
 from arena.core.types import ChatMessage, Episode, SeatOutcome, Turn, safe_text
 
-__all__ = ["ActionProbs", "ActionQuery", "GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions", "Phase"]
+__all__ = [
+    "ActionProbs", "ActionQuery", "GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions",
+    "Phase",
+]
 
 ObsT = TypeVar("ObsT", bound=Message)
 CfgT = TypeVar("CfgT", bound=BaseModel)
