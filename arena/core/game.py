@@ -69,11 +69,16 @@ import numpy as np
 from pettingzoo import AECEnv
 from pydantic import BaseModel
 
-from arena.core.game_types import GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase
+from arena.core.game_types import (
+    ActionProbs, ActionQuery, GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase,
+)
 from arena.core.messages import CompletionSpace, Message, MessageSpace, random_fields
 from arena.core.types import ChatMessage, Episode, SeatOutcome, Turn, safe_text
 
-__all__ = ["GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions", "Phase"]
+__all__ = [
+    "ActionProbs", "ActionQuery", "GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions",
+    "Phase",
+]
 
 ObsT = TypeVar("ObsT", bound=Message)
 CfgT = TypeVar("CfgT", bound=BaseModel)
@@ -209,6 +214,13 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     def step_metrics(self, episodes: Sequence[Episode]) -> dict[str, float]:
         """Metrics over a whole step's episodes (e.g. diversity across games), logged as ``game/<key>``."""
         return {}
+
+    def policy_metrics(self, action_probs: ActionProbs) -> dict[str, float] | None:
+        """Metrics computed exactly from the seats' action probabilities rather than by playing
+        (OpenSpiel games: exploitability). ``action_probs`` answers batches of
+        :class:`~arena.core.game_types.ActionQuery`. ``None``: the game has none (the default);
+        a game that has them but cannot compute them here raises ``ValueError`` with one line."""
+        return None
 
     def outcome_scores(self) -> dict[str, float]:
         """Each seat's score for :meth:`outcome`; default: its total reward."""

@@ -7,7 +7,7 @@ import ``Invalid`` without the env machinery; ``arena.core.game`` re-exports the
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -87,6 +87,23 @@ class Phase:
             raise ValueError(f"phase {self.name!r}: sealed must be 'episode', 'forever' or None (got {self.sealed!r})")
         if self.sealed and not self.hidden:
             raise ValueError(f"phase {self.name!r}: a sealed phase must be hidden (hidden=True)")
+
+
+@dataclass(frozen=True)
+class ActionQuery:
+    """One decision point for :meth:`LLMGame.policy_metrics`: the prompt ``seat`` sees there and
+    the completion texts of its legal actions, whose probabilities are asked for."""
+
+    seat: str
+    messages: list[ChatMessage]
+    observation: Any
+    actions: tuple[str, ...]
+
+
+#: Probabilities of each query's actions (each row sums to 1), handed in by the loop (a game never
+#: builds a model): a model's teacher-forced likelihood of each action text, normalised over the
+#: actions; a scripted bot's own distribution.
+ActionProbs = Callable[[Sequence[ActionQuery]], list[list[float]]]
 
 
 class TextGenerator(Protocol):

@@ -12,6 +12,14 @@ When
     that is a multiple of ``every`` (default ``train.checkpoint_every``), and
     after the last step of the run (``train.steps`` or ``--max-steps``).
 
+Exact evaluations (``kind: exact``)
+    Nothing is played: the game computes metrics from the seats' action
+    probabilities (``LLMGame.policy_metrics``; OpenSpiel games give NashConv
+    and exploitability with the uniform and CFR+ reference points, see
+    games/openspiel/exact.py and arena/loop/exact.py), logged as
+    ``eval/<name>/<metric>`` with no interval (the values are exact). ``games``
+    and ``metrics`` are unused; ``set`` applies.
+
 Which games
     The game with the run's settings plus ``set`` (game keys only, validated
     against the game's config model at start-up), on the held-out seeds of
@@ -52,7 +60,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -65,6 +73,9 @@ class EvalSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Name in the logged keys (eval/<name>/<metric>) and in <run_dir>/evals/<name>/.")
+    kind: Literal["games", "exact"] = Field(default="games", description="games: play held-out games; exact: the "
+                                            "game's exact metrics of the seats' policies, computed, not played "
+                                            "(LLMGame.policy_metrics: exploitability of OpenSpiel games).")
     every: int | None = Field(default=None, ge=1, description="Steps between evaluations (default: "
                               "train.checkpoint_every); step 0 and the run's last step are always evaluated.")
     games: int = Field(default=8, ge=2, description="Held-out games per evaluation (the same seeds every time).")
@@ -136,8 +147,14 @@ def eval_settings(game_cls: Any, settings: BaseModel, spec: EvalSpec, origin: st
 
 def check_evals(cfg: Any, origin: str = "config") -> None:
     """Start-up check of every evaluation's game settings (before any model loads)."""
+    from arena.core.errors import ConfigError
+    from arena.core.game import LLMGame
+
     for spec in cfg.train.evals:
         eval_settings(cfg.game.cls, cfg.game.settings, spec, origin)
+        if spec.kind == "exact" and cfg.game.cls.policy_metrics is LLMGame.policy_metrics:
+            raise ConfigError(f"{origin}: train.evals.{spec.name}.kind: exact, but game {cfg.game.name!r} has no exact "
+                              "metrics (LLMGame.policy_metrics; OpenSpiel games have them); use kind: games")
 
 
 def is_due(spec: EvalSpec, step: int, last: int, checkpoint_every: int) -> bool:
@@ -210,10 +227,27 @@ class TrainEvals:
         if self.dist.main:
             t0 = time.perf_counter()
             for spec in due:
-                row |= self.play(spec, step, policies, state)
+                row |= self.exact(spec, policies) if spec.kind == "exact" else self.play(spec, step, policies, state)
             row["time/eval_s"] = time.perf_counter() - t0
         barrier(self.dist)
         return row
+
+    def exact(self, spec: EvalSpec, policies: Mapping[str, Any]) -> dict[str, float]:
+        """The game's exact metrics of the current policies (arena/loop/exact.py), ``eval/<name>/<metric>``."""
+        import torch
+
+        from arena.loop.checkpoint import rng_state, set_rng_state
+        from arena.loop.exact import exact_metrics
+        from arena.runner import SeatMap
+
+        saved = rng_state()
+        try:
+            with torch.no_grad():
+                values = exact_metrics(self.cfg.game.cls(self.settings[spec.name]), policies,
+                                       SeatMap(self.cfg.seat_table()).policy_for, self.sampling)
+        finally:
+            set_rng_state(saved)
+        return {f"eval/{spec.name}/{k}": v for k, v in sorted(values.items())}
 
     def play(self, spec: EvalSpec, step: int, policies: Mapping[str, Any], state: Any = None) -> dict[str, float]:
         """One evaluation: its games with the given policies, summarised; the global RNGs untouched."""

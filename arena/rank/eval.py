@@ -4,6 +4,7 @@
     python -m arena.eval spy --set policies.learner.model=runs/spy --games 64  # a trained checkpoint
     python -m arena.eval examples/sealed_bid.yaml --set "seats={'*': 'scripted:shrewd'}" --games 50
     python -m arena.eval pairwise games/lsp/lsp.yaml --base judge --judge judge   # win rate vs a base (arena/rank/pairwise.py)
+    python -m arena.eval exploitability games/openspiel/kuhn.yaml   # exact exploitability (arena/rank/exploitability.py)
 
 Seats play the policies the config (with ``--set``) maps them to, so a
 checkpoint, the base model, a bot or a server is evaluated the same way.
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from arena.rank.pairwise import main as pairwise_main
 
         return pairwise_main(argv[1:])
+    if argv[:1] == ["exploitability"]:  # exact exploitability of the seats' policies: arena/rank/exploitability.py
+        from arena.rank.exploitability import main as exploitability_main
+
+        return exploitability_main(argv[1:])
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     cfg_b = load_config(args.config, args.overrides + args.compare) if args.compare else None
