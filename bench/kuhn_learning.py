@@ -1,0 +1,101 @@
+"""Self-play on Kuhn poker: exact exploitability of the built-in model, RAE against plain GRPO, per seed.
+
+    .venv/bin/python bench/kuhn_learning.py                         # 3 seeds x (RAE, GRPO), 8 steps each
+    .venv/bin/python bench/kuhn_learning.py --seeds 0 1 --steps 12 --parallel 1
+    .venv/bin/python bench/kuhn_learning.py --report runs/kuhn_bench  # the table and plot of finished runs
+
+Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE) or ``kuhn.grpo.yaml`` (GRPO)
+with ``train.seed=N`` and the same budget; the exploitability eval (``kind: exact``: the model's
+teacher-forced action probabilities at the sampling temperature, OpenSpiel's exact best
+response) runs at step 0 (the base model), every ``--every`` steps and at the end. Prints a
+markdown table (exploitability per step, final minus base) and writes ``exploitability.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml"}
+KEY = "eval/exploitability/exploitability"
+
+
+def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int) -> float:
+    run = out / f"{arm.lower()}_seed{seed}"
+    argv = [sys.executable, "-m", "arena.train", ARMS[arm], "--run-dir", str(run),
+            "--set", f"train.seed={seed}", "--set", f"train.steps={steps}", "--set", f"train.checkpoint_every={steps}",
+            "--set", f"train.evals=[{{name: exploitability, kind: exact, every: {every}}}]",
+            "--set", "runner.progress=false", "--set", "train.plot=false", "--set", "train.loggers=[]"]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": str(threads)}
+    t0 = time.perf_counter()
+    with (out / f"{run.name}.log").open("w") as log:
+        rc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    wall = time.perf_counter() - t0
+    (out / f"{run.name}.wall").write_text(f"{wall:.0f} {rc}\n")
+    return wall
+
+
+def curve(run: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] if (run / "metrics.jsonl").exists() else []
+    return {int(r["step"]): float(r[KEY]) for r in rows if isinstance(r.get(KEY), (int, float))}
+
+
+def report(out: Path) -> None:
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    curves = {p.name: curve(p) for p in runs}
+    steps = sorted({s for c in curves.values() for s in c})
+    print("| run | " + " | ".join(f"step {s}" for s in steps) + " | final - base | wall s |")
+    print("|---|" + "---|" * (len(steps) + 2))
+    for name, c in curves.items():
+        wall = (out / f"{name}.wall").read_text().split()[0] if (out / f"{name}.wall").exists() else "?"
+        delta = f"{c[max(c)] - c[min(c)]:+.4f}" if len(c) > 1 else "n/a"
+        print(f"| {name} | " + " | ".join(f"{c[s]:.4f}" if s in c else "" for s in steps) + f" | {delta} | {wall} |")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, c in curves.items():
+        if c:
+            ax.plot(sorted(c), [c[s] for s in sorted(c)], marker="o", ls="-" if name.startswith("rae") else "--", label=name)
+    ax.axhline(0.458333, color="grey", lw=0.8, ls=":", label="uniform random (0.458)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("exploitability (Kuhn, exact)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "exploitability.png", dpi=110)
+    print(f"\nplot: {out / 'exploitability.png'}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--every", type=int, default=4)
+    p.add_argument("--parallel", type=int, default=2, help="runs at once (each gets cores / parallel threads)")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "kuhn_bench")
+    p.add_argument("--report", type=Path, default=None, help="only print the table and plot of this folder's runs")
+    args = p.parse_args()
+    if args.report is not None:
+        report(args.report)
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    import os
+
+    threads = max(1, (os.cpu_count() or 2) // args.parallel)
+    jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
+    with ThreadPoolExecutor(args.parallel) as pool:
+        list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads), jobs))
+    report(args.out)
+
+
+if __name__ == "__main__":
+    main()
