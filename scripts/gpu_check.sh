@@ -48,6 +48,37 @@ for name in ("bf16_weights", "autocast"):
           f"logprob gap {[round(r.get('logprob_gap') or 0, 4) for r in rows]}")
 PY
 
+# Async rollouts (train.async, issue #27) against sync, vLLM on the GPU: wall time per step and
+# the per-token ratios (is/*). Then a server started by `python -m arena.serve --weight-transfer
+# nccl` receives every update over NCCL (policies/nccl_push.py) and the canary checks it. NOT YET
+# RUN ON A GPU MACHINE (tested on CPU: tests/test_async.py, tests/test_serve.py with the file path).
+asy="$(mktemp -d /tmp/arena-gpu-async.XXXX)"
+asets=(--set policies.learner.backend=vllm --set policies.learner.device=cuda
+       --set policies.learner.gpu_memory_utilization=0.35 --set runner.num_envs=32 --set runner.progress=false
+       --set learner.device=cuda --set train.games_per_step=32 --set train.steps=4 --set train.checkpoint_every=4
+       --set train.plot=false --set learner.importance.mode=tis)
+.venv/bin/python -m arena.train games/spy/spy.yaml "${asets[@]}" --run-dir "$asy/sync"
+.venv/bin/python -m arena.train games/spy/spy.yaml "${asets[@]}" --set train.async.max_staleness=1 --run-dir "$asy/k1"
+.venv/bin/python - "$asy" <<'PY'
+import json, sys
+for name in ("sync", "k1"):
+    rows = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl")]
+    print(f"{name:>5}: step s {[round(r['time/step_s'], 1) for r in rows]}, is/ratio_max "
+          f"{[round(r.get('is/ratio_max', 0), 3) for r in rows]}, canary {[round(r.get('sync/canary_gap', 0), 4) for r in rows]}")
+PY
+port=8765
+.venv/bin/python -m arena.serve smollm2-135m --port "$port" --dtype bfloat16 --weight-transfer nccl \
+  -- --gpu-memory-utilization 0.3 > "$asy/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 180); do curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null && break; sleep 2; done
+.venv/bin/python -m arena.train games/spy/spy.yaml --set policies.learner.backend=openai \
+  --set policies.learner.base_url="http://127.0.0.1:$port" --set policies.learner.sync_weights=true \
+  --set policies.learner.weights_transport=nccl --set policies.learner.nccl_address=127.0.0.1:29511 \
+  --set policies.learner.dtype=bfloat16 --set learner.device=cuda --set runner.progress=false \
+  --set train.games_per_step=8 --set train.steps=2 --set train.checkpoint_every=2 --set train.plot=false \
+  --run-dir "$asy/served" || echo "NCCL push to arena.serve FAILED (see $asy/serve.log)"
+kill "$serve_pid" 2>/dev/null || true
+
 # The 2-rank path over NCCL (issue #16), on a machine with 2 or more GPUs. NOT YET RUN ON A GPU
 # MACHINE: written and tested here only on CPU ranks over gloo (tests/test_multirank.py). A 1-rank
 # and a 2-rank run (torchrun, DeepSpeed ZeRO-2 learner, fp32, hf generation on each rank's own GPU)

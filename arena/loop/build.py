@@ -128,6 +128,7 @@ def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwa
         spec.base_url, spec.model, api=spec.api, api_key=key, timeout_s=spec.timeout_s, retries=spec.retries,
         backoff_s=spec.backoff_s, name=name, max_model_len=spec.max_model_len, overflow=spec.overflow,
         weights_dir=(spec.weights_dir or "") if spec.sync_weights else None,  # "": a fresh folder
+        nccl_address=spec.nccl_address if spec.weights_transport == "nccl" else None,
     )
 
 
