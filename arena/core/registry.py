@@ -21,6 +21,7 @@ GAMES: dict[str, str] = {
     "lsp": "games.lsp:LspGame",
     "household": "games.household:HouseholdGame",
     "skill_sp": "games.skill_sp:SkillSpGame",
+    "textarena": "games.textarena:TextArenaGame",
 }
 
 
