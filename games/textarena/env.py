@@ -98,7 +98,8 @@ class TextArenaGame(LLMGame[TextArenaObservation, TextArenaConfig]):
         return Invalid(reason="; ".join(trial.reasons)) if trial.invalid else text
 
     def action_text(self, action: Any) -> str | None:
-        return None  # the action is the completion itself; no second copy in the record
+        """The reply as TextArena took it (stripped; the first 200 characters)."""
+        return None if action is None else str(action).strip()[:200]
 
     def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
         """Hand the reply to TextArena, valid or not: an invalid one counts against its allowance."""
