@@ -22,6 +22,7 @@ GAMES: dict[str, str] = {
     "household": "games.household:HouseholdGame",
     "skill_sp": "games.skill_sp:SkillSpGame",
     "openspiel": "games.openspiel:OpenSpielGame",
+    "textarena": "games.textarena:TextArenaGame",
 }
 
 
