@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from learners.estimators import get_estimator
+from learners.lora import LoraConfig
 from learners.objectives import get_objective
 
 
@@ -183,6 +184,10 @@ class LearnerConfig(BaseModel):
         "if there is one, else a float32 copy of the initial weights) or a policy name",
     )
     deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+    lora: LoraConfig | None = Field(
+        default=None, description="Train LoRA adapters only (learners/lora.py), with either backend; null: every "
+        "weight. Checkpoints then hold the adapter, which loads over its base model wherever a model path goes.",
+    )
 
     @field_validator("param_dtype")
     @classmethod
