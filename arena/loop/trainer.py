@@ -302,27 +302,20 @@ class Trainer:
                 if turn.probes and turn.policy == self.cfg.trainable:
                     turn.probe_ids = {k: chat_prompt_ids(self.tokenizer, m) for k, m in turn.probes.items()}
 
-    def shares_model(self) -> bool:
-        """The generator runs on the learner's own model (a LoRA learner's base, adapters injected): no sync."""
-        from learners.lora import base_model
-
-        gen_model = getattr(self.generator, "model", None)
-        return gen_model is not None and any(gen_model is m for m in (self.learner.module, base_model(self.learner.module)))
-
     def sync_weights(self) -> None:
         """Push the learner's weights into the generator (no-op when they share the model).
 
         LoRA: a vLLM generator gets the adapter alone (saved to a fresh folder, served under a new
         name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (learners/lora.py), so it
         generates at a plain model's speed, with no adapter matmuls per token."""
-        if self.shares_model():
+        if shares_model(self.generator, self.learner.module):
             return
         from learners.lora import is_lora, merged_state_dict
 
         gen_model = getattr(self.generator, "model", None)
         learner_model = self.learner.module
         lora = is_lora(learner_model)
-        if self.adapter_sync is not None:
+        if getattr(self, "adapter_sync", None) is not None:
             self.generator.load_adapter(str(self.adapter_sync.write(learner_model)))  # type: ignore[attr-defined]
             return
         if self.learner.engine is not None:
@@ -340,7 +333,7 @@ class Trainer:
     def canary_before(self, episodes: Sequence[Episode]) -> tuple[list[Sample], list[list[float]]] | None:
         """Before the update: the canary's turns of the step and the learner's logprobs of them, its
         weights rounded to the generator's dtype (arena/loop/canary.py); ``None`` when the canary is off."""
-        if self.canary_max_gap is None or self.shares_model():
+        if self.canary_max_gap is None or shares_model(self.generator, self.learner.module):
             return None  # off, or nothing is synced: the generator runs on the learner's own model
         picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)
         return (picked, self.learner.score(picked, 1.0, self.generator_dtype)) if picked else None
@@ -409,6 +402,14 @@ class Trainer:
         if self.metrics_path.exists() and self.dist.main:  # drop rows written after the checkpoint
             kept = [line for line in self.metrics_path.read_text().splitlines() if line and _row_step(line) <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
+
+
+def shares_model(generator: Any, module: Any) -> bool:
+    """The generator runs on the learner's own model (a LoRA learner's base, adapters injected): no sync."""
+    from learners.lora import base_model
+
+    gen_model = getattr(generator, "model", None)
+    return gen_model is not None and any(gen_model is m for m in (module, base_model(module)))
 
 
 def restore_weights(module: Any, folder: Path) -> None:
