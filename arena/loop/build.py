@@ -92,12 +92,17 @@ def build_policies(
                 max_length=spec.max_length, label_index=spec.label_index, name=name,
             )
         elif isinstance(spec, ModelPolicySpec):
-            policies[name] = make_model_policy(spec, name, store, **hf_kwargs)
+            # A LoRA learner hands a vLLM generator its adapter alone: the engine must reserve the rank.
+            lora = cfg.learner.lora.r if cfg.learner.lora is not None and spec.trainable else None
+            policies[name] = make_model_policy(spec, name, store, lora_rank=lora, **hf_kwargs)
     return policies
 
 
-def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwargs: Any) -> Policy:
-    """The configured generation backend for one model policy."""
+def make_model_policy(
+    spec: ModelPolicySpec, name: str, store: ModelStore, lora_rank: int | None = None, **kwargs: Any
+) -> Policy:
+    """The configured generation backend for one model policy. ``lora_rank``: a vLLM engine that will
+    be handed LoRA adapters of this rank (the trainable policy of a ``learner.lora`` run)."""
     if spec.backend == "hf":
         from policies.hf import HFPolicy
 
@@ -117,7 +122,7 @@ def make_model_policy(spec: ModelPolicySpec, name: str, store: ModelStore, **kwa
             spec.model, dtype=spec.resolved_dtype, max_model_len=spec.max_model_len or 2048,
             gpu_memory_utilization=spec.gpu_memory_utilization, tensor_parallel_size=spec.tensor_parallel_size,
             enable_sleep_mode=spec.enable_sleep_mode, name=name, kv_cache_gb=spec.kv_cache_gb,
-            seeded=spec.seeded_sampling, overflow=spec.overflow,
+            seeded=spec.seeded_sampling, overflow=spec.overflow, lora_rank=lora_rank,
         )
     from policies.openai import OpenAIPolicy
 

@@ -142,6 +142,13 @@ class Trainer:
             model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
         ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
         self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref, dist)
+        self.adapter_sync = None
+        if learner_cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
+            from learners.lora import set_base_name
+
+            set_base_name(self.learner.module, portable_model_name(spec.model))
+            if hasattr(self.generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
+                self.adapter_sync = AdapterFolders(run_dir / ".adapter_sync")
         bound = cfg.train.sync_canary_max_gap
         # Either side in bf16 leaves a bf16-sized gap after a correct sync.
         sides = "float32" if spec.resolved_dtype == learner_cfg.param_dtype == "float32" else "bfloat16"
@@ -347,17 +354,27 @@ class Trainer:
                     turn.probe_ids = {k: chat_prompt_ids(self.tokenizer, m) for k, m in turn.probes.items()}
 
     def sync_weights(self) -> None:
-        """Push the learner's weights into the generator (no-op when they share the model)."""
+        """Push the learner's weights into the generator (no-op when they share the model).
+
+        LoRA: a vLLM generator gets the adapter alone (saved to a fresh folder, served under a new
+        name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (learners/lora.py), so it
+        generates at a plain model's speed, with no adapter matmuls per token."""
+        if shares_model(self.generator, self.learner.module):
+            return
+        from learners.lora import is_lora, merged_state_dict
+
         gen_model = getattr(self.generator, "model", None)
         learner_model = self.learner.module
-        if gen_model is learner_model:
+        lora = is_lora(learner_model)
+        if getattr(self, "adapter_sync", None) is not None:
+            self.generator.load_adapter(str(self.adapter_sync.write(learner_model)))  # type: ignore[attr-defined]
             return
         if self.learner.engine is not None:
             from learners.ds import gathered_state_dict
 
-            state = gathered_state_dict(self.learner.engine)
+            state = gathered_state_dict(self.learner.engine, merged=lora)
         else:
-            state = learner_model.state_dict()
+            state = merged_state_dict(learner_model) if lora else learner_model.state_dict()
         if hasattr(self.generator, "load_weights"):  # vLLM: push into the running engine
             self.generator.load_weights(state.items())
             return
@@ -367,7 +384,7 @@ class Trainer:
     def canary_before(self, episodes: Sequence[Episode]) -> tuple[list[Sample], list[list[float]]] | None:
         """Before the update: the canary's turns of the step and the learner's logprobs of them, its
         weights rounded to the generator's dtype (arena/loop/canary.py); ``None`` when the canary is off."""
-        if self.canary_max_gap is None or getattr(self.generator, "model", None) is self.learner.module:
+        if self.canary_max_gap is None or shares_model(self.generator, self.learner.module):
             return None  # off, or nothing is synced: the generator runs on the learner's own model
         picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)
         return (picked, self.learner.score(picked, 1.0, self.generator_dtype)) if picked else None
@@ -424,15 +441,11 @@ class Trainer:
         return path
 
     def _restore(self, checkpoint: Path) -> None:
-        from transformers import AutoModelForCausalLM
-
         state, optimizer, rng = load_state(checkpoint)
         own = checkpoint / "ranks" / f"rank_{self.dist.rank}.pt"
         if self.dist.rank and own.is_file():  # rank R's own RNG; else (another world size) rank 0's
             rng = torch.load(own, weights_only=False)["rng"]
-        saved = AutoModelForCausalLM.from_pretrained(checkpoint / "model", dtype=torch.float32)
-        with torch.no_grad():
-            self.learner.module.load_state_dict(saved.state_dict())
+        restore_weights(self.learner.module, checkpoint / "model")
         self.learner.load_state_dict(optimizer)
         self.estimator_states.load_state_dict(state["estimators"])
         self.schedule.load_state_dict(state["schedule"])
@@ -456,6 +469,64 @@ class Trainer:
         if self.metrics_path.exists() and self.dist.main:  # drop rows written after the checkpoint
             kept = [line for line in self.metrics_path.read_text().splitlines() if line and _row_step(line) <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
+
+
+def shares_model(generator: Any, module: Any) -> bool:
+    """The generator runs on the learner's own model (a LoRA learner's base, adapters injected): no sync."""
+    from learners.lora import base_model
+
+    gen_model = getattr(generator, "model", None)
+    return gen_model is not None and any(gen_model is m for m in (module, base_model(module)))
+
+
+def restore_weights(module: Any, folder: Path) -> None:
+    """Load a checkpoint's ``model/`` into the learner's module: the adapter (a LoRA run) or every
+    weight; a LoRA checkpoint for a full learner, or the reverse, is a one-line error."""
+    from learners.lora import is_lora, load_adapter_state
+
+    adapter = (folder / "adapter_model.safetensors").is_file()
+    if adapter != is_lora(module):
+        saved, now = ("a LoRA adapter", "trains every weight") if adapter else ("full weights", "trains LoRA adapters")
+        raise ConfigError(f"--resume: the checkpoint {folder.parent.name} holds {saved} but this run {now}; "
+                          "resume with the learner.lora setting the run started with")
+    if adapter:
+        from safetensors.torch import load_file
+
+        load_adapter_state(module, load_file(str(folder / "adapter_model.safetensors")))
+        return
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        module.load_state_dict(saved.state_dict())
+
+
+def portable_model_name(name: str) -> str:
+    """How a saved adapter names its base: a built-in or hub id as given, a local folder as an absolute path."""
+    from arena.core.models import BUILTIN_MODELS, local_model
+
+    if name in BUILTIN_MODELS or not Path(name).expanduser().is_dir():
+        return name
+    return str(Path(local_model(name)).resolve())
+
+
+class AdapterFolders:
+    """Where a LoRA run writes each adapter version for a vLLM generator: ``<root>/v<N>``. The engine reads
+    a folder when a request first uses it (and again after an eviction), so the newest two are kept."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.version = 0
+
+    def write(self, module: Any) -> Path:
+        import shutil
+
+        self.version += 1
+        folder = self.root / f"v{self.version}"
+        shutil.rmtree(folder, ignore_errors=True)
+        module.save_pretrained(folder)
+        shutil.rmtree(self.root / f"v{self.version - 2}", ignore_errors=True)
+        return folder
 
 
 def _row_step(line: str) -> float:

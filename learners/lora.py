@@ -1,0 +1,134 @@
+"""LoRA: the learner trains low-rank adapters on frozen base weights (``learner.lora``, with ``peft``).
+
+A LoRA layer replaces the output of a frozen linear map ``W x`` by
+
+    y = W x + (alpha / r) * B (A dropout(x)),    A: (r, in), B: (out, r), B = 0 at the start,
+
+so the model starts as the base model exactly and only ``A`` and ``B`` (a few tenths of a
+percent of the weights at r = 8) get gradients and optimizer state. The merged weight that a
+generator without LoRA support needs is ``W + (alpha / r) * B A`` (:func:`merged_state_dict`,
+computed beside the learner's weights, never by merging in place and unmerging, which would
+leave rounding error in ``W``).
+
+peft is imported only when ``learner.lora`` is set. The adapter is the ``default`` adapter of a
+``peft.PeftModel``; its ``save_pretrained`` writes ``adapter_config.json`` and
+``adapter_model.safetensors``, the folder that checkpoints hold and that
+:func:`arena.core.models.load_causal_lm` loads over its base model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.core.errors import ConfigError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: What ``target_modules`` is when unset: the attention projections of Llama-style models
+#: (SmolLM2, Llama, Qwen, Mistral), which vLLM also serves LoRA on.
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+ADAPTER = "default"
+INIT_SEED = 0  # the adapters' initialisation (apply_lora)
+
+
+class LoraConfig(BaseModel):
+    """``learner.lora``: train LoRA adapters only; unset: every weight is trained."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(default=8, ge=1, le=512, description="Rank of each adapter (A is r x in, B is out x r).")
+    alpha: float = Field(default=16.0, gt=0.0, description="Scale: the adapter adds (alpha / r) * B A to each weight.")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the adapter's input (0: none, "
+                           "so the learner's and the generator's logprobs agree exactly).")
+    target_modules: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TARGETS), min_length=1,
+        description="Names (last component) of the linear layers that get adapters, e.g. q_proj, v_proj, "
+        "gate_proj; or ['all-linear'] for every linear layer but the output head.",
+    )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        bad = [m for m in v if not m or not m.replace("_", "").replace("-", "").replace(".", "").isalnum()]
+        if bad:
+            raise ValueError(f"not module names: {bad}; give names like q_proj, v_proj or all-linear")
+        if "all-linear" in v and len(v) > 1:
+            raise ValueError("all-linear stands alone; drop the other names or list modules by name")
+        return v
+
+
+def apply_lora(model: Any, cfg: LoraConfig) -> Any:
+    """``model`` wrapped in a ``peft.PeftModel`` whose only trainable weights are the adapters.
+
+    The base model's modules are changed in place (adapter layers injected), so whoever else holds
+    ``model`` runs with the adapters too. A target name that matches no layer is one line. ``A`` is drawn
+    from the seed :data:`INIT_SEED` (the global RNG is left untouched), ``B`` is zero."""
+    import peft
+    import torch
+
+    targets: Any = "all-linear" if cfg.target_modules == ["all-linear"] else list(cfg.target_modules)
+    peft_cfg = peft.LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets,
+                               bias="none", task_type="CAUSAL_LM")
+    try:
+        # peft draws A (Kaiming-uniform) from the global RNG: draw it from a fixed seed instead, leaving
+        # the global state as it was, so the adapters' start is a function of the model and the config.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(INIT_SEED)
+            wrapped = peft.get_peft_model(model, peft_cfg)
+    except ValueError as e:  # "Target modules {...} not found in the base model."
+        raise ConfigError(f"learner.lora.target_modules={cfg.target_modules}: {' '.join(str(e).split())}") from None
+    return wrapped
+
+
+def is_lora(model: Any) -> bool:
+    """``model`` is a peft model (a LoRA learner's module)."""
+    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+
+
+def base_model(model: Any) -> Any:
+    """The transformers model under a peft model (adapter layers inside); ``model`` itself otherwise."""
+    return model.get_base_model() if is_lora(model) else model
+
+
+def set_base_name(model: Any, name: str) -> None:
+    """Record ``name`` (a built-in name, a folder, a hub id) as the base that a saved adapter loads over."""
+    model.peft_config[ADAPTER].base_model_name_or_path = name
+
+
+def adapter_state_dict(model: Any) -> dict[str, Any]:
+    """The adapter's weights alone (peft's names, as ``adapter_model.safetensors`` holds them)."""
+    from peft import get_peft_model_state_dict
+
+    return get_peft_model_state_dict(model, adapter_name=ADAPTER)
+
+
+def load_adapter_state(model: Any, state: dict[str, Any]) -> None:
+    """Copy saved adapter weights into ``model``'s adapter; a missing or unexpected adapter key is an error."""
+    from peft import set_peft_model_state_dict
+
+    result = set_peft_model_state_dict(model, state, adapter_name=ADAPTER)
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    if missing or result.unexpected_keys:
+        raise ValueError(f"adapter does not fit the model: missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}")
+
+
+def merged_state_dict(model: Any) -> dict[str, Any]:
+    """The base model's state dict with every adapter merged: ``W + (alpha / r) * B A`` per LoRA layer,
+    under transformers' own names (what a plain model's ``load_state_dict`` or vLLM's loader takes).
+
+    The learner's weights are not touched: each merged weight is a new tensor."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    base = base_model(model)
+    deltas = {}
+    with torch.no_grad():
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer) and ADAPTER in module.lora_A:
+                deltas[f"{name}.weight"] = module.get_delta_weight(ADAPTER)
+        out = {}
+        for key, value in base.state_dict().items():
+            if "lora_" in key:
+                continue
+            plain = key.replace(".base_layer.", ".")
+            out[plain] = value + deltas[plain].to(value.dtype) if plain in deltas else value
+    return out
