@@ -1,7 +1,7 @@
 """Self-play on Kuhn poker: exact exploitability of the built-in model, RAE against plain GRPO, per seed.
 
     .venv/bin/python bench/kuhn_learning.py                         # 3 seeds x (RAE, GRPO), 8 steps each
-    .venv/bin/python bench/kuhn_learning.py --seeds 0 1 --steps 12 --parallel 1
+    .venv/bin/python bench/kuhn_learning.py --seeds 0 1 --steps 12 --parallel 1 --set learner.lr=1e-4
     .venv/bin/python bench/kuhn_learning.py --report runs/kuhn_bench  # the table and plot of finished runs
 
 Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE) or ``kuhn.grpo.yaml`` (GRPO)
@@ -26,12 +26,14 @@ ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.y
 KEY = "eval/exploitability/exploitability"
 
 
-def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int) -> float:
+def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int, extra: list[str]) -> float:
     run = out / f"{arm.lower()}_seed{seed}"
     argv = [sys.executable, "-m", "arena.train", ARMS[arm], "--run-dir", str(run),
             "--set", f"train.seed={seed}", "--set", f"train.steps={steps}", "--set", f"train.checkpoint_every={steps}",
             "--set", f"train.evals=[{{name: exploitability, kind: exact, every: {every}}}]",
             "--set", "runner.progress=false", "--set", "train.plot=false", "--set", "train.loggers=[]"]
+    for item in extra:
+        argv += ["--set", item]
     env = {**__import__("os").environ, "OMP_NUM_THREADS": str(threads)}
     t0 = time.perf_counter()
     with (out / f"{run.name}.log").open("w") as log:
@@ -82,6 +84,8 @@ def main() -> None:
     p.add_argument("--every", type=int, default=4)
     p.add_argument("--parallel", type=int, default=2, help="runs at once (each gets cores / parallel threads)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "kuhn_bench")
+    p.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                   help="more overrides for every arm, e.g. learner.lr=1e-4")
     p.add_argument("--report", type=Path, default=None, help="only print the table and plot of this folder's runs")
     args = p.parse_args()
     if args.report is not None:
@@ -93,7 +97,7 @@ def main() -> None:
     threads = max(1, (os.cpu_count() or 2) // args.parallel)
     jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
     with ThreadPoolExecutor(args.parallel) as pool:
-        list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads), jobs))
+        list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))
     report(args.out)
 
 

@@ -1,4 +1,4 @@
-"""The built-in model on OpenSpiel's Kuhn poker: it plays through ``arena.play`` and ``arena.eval
+"""The built-in model on OpenSpiel's games: Kuhn, Leduc and tic-tac-toe play through ``arena.play``, and on Kuhn ``arena.eval
 exploitability`` prints its exact exploitability (slow: loads the real model)."""
 
 from __future__ import annotations
@@ -14,18 +14,28 @@ KUHN = str(ROOT / "games" / "openspiel" / "kuhn.yaml")
 pytestmark = pytest.mark.slow
 
 
-def test_builtin_model_plays_kuhn_through_arena_play(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(("config", "sets", "legal"), [
+    (KUHN, ["game.invalid.mode=na"], "Legal actions: Pass, Bet."),  # na: zero-sum returns (kuhn.yaml penalises)
+    (str(ROOT / "games" / "openspiel" / "leduc.yaml"), [], "Legal actions:"),
+    (str(ROOT / "games" / "openspiel" / "openspiel.yaml"), ["game.game=tic_tac_toe", "policies.learner.sampling.max_new_tokens=4"],
+     "Legal actions:"),
+])
+def test_builtin_model_plays_through_arena_play(config: str, sets: list[str], legal: str, tmp_path: Path, capsys) -> None:
     from arena.core.types import read_jsonl
     from arena.play import main
 
     out = tmp_path / "games.jsonl"
-    assert main([KUHN, "--episodes", "2", "--jsonl", str(out), "--set", "policies.learner.dtype=float32"]) == 0
+    argv = [config, "--episodes", "1" if "kuhn" not in config else "2", "--jsonl", str(out),
+            "--set", "policies.learner.dtype=float32"]
+    for item in sets:
+        argv += ["--set", item]
+    assert main(argv) == 0
     episodes = list(read_jsonl(out))
-    assert len(episodes) == 2 and all(ep.outcome for ep in episodes)
+    assert episodes and all(ep.outcome for ep in episodes)
     for ep in episodes:
         assert sum(ep.rewards.values()) == pytest.approx(0.0)
         assert all(t.policy == "learner" and t.completion_ids for t in ep.turns)
-    assert "Legal actions: Pass, Bet." in capsys.readouterr().out
+    assert legal in capsys.readouterr().out
 
 
 def test_eval_exploitability_prints_a_number_for_the_builtin_model(capsys) -> None:
