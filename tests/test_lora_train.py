@@ -5,7 +5,8 @@ tests/test_league.py given a digit-writing head, with the generator on ``cpu:0``
 on ``cpu``: two float32 copies, so the hf generator really receives the merged weights after each
 update. The withheld adapter is planted the way test_canary.py plants a stale sync: the child's
 ``Trainer.sync_weights`` does nothing, so the generator never gets the adapter. The slow tests run
-the built-in model for 2 steps with the hf policy and, marked ``vllm``, with vLLM serving the adapter.
+the built-in model for 2 steps (examples/lowest_unique.py: rewards vary from the first step) with the hf
+policy and, marked ``vllm``, with vLLM serving the adapter.
 """
 
 from __future__ import annotations
@@ -106,15 +107,20 @@ def test_lora_resume_matches_an_uninterrupted_run(digits: Path, tmp_path: Path, 
     assert err[-1].startswith("error:") and "holds a LoRA adapter" in err[-1] and "Traceback" not in "".join(err)
 
 
-TINY = ["runner.num_envs=2", "runner.progress=false", "train.games_per_step=2", "train.steps=2",
-        "train.checkpoint_every=2", "train.plot=false", "train.save_episodes=false", "learner.lr=1e-3",
-        "policies.learner.sampling.max_new_tokens=8", "learner.lora.r=8"]
-
-
-def _train_builtin(tmp_path: Path, *extra: str) -> Path:
+def _train_builtin(tmp_path: Path, policy: dict) -> Path:
+    """examples/lowest_unique.py with four seats of the built-in model (12-token replies; an invalid reply
+    costs 1, so rewards vary from the first step and the adapters really train), 2 steps of 2 games."""
     run = tmp_path / "run"
-    sets = [a for item in [*TINY, *extra] for a in ("--set", item)]
-    proc = subprocess.run([sys.executable, "-m", "arena.train", "examples/sealed_bid.yaml", *sets, "--run-dir", str(run)],
+    cfg = {
+        "game": {"name": "examples.lowest_unique:LowestUniqueGame", "n_players": 4, "k": 5, "invalid": {"mode": "penalty"}},
+        "policies": {"learner": {"model": "smollm2-135m", "trainable": True, "sampling": {"max_new_tokens": 12}, **policy}},
+        "runner": {"num_envs": 2, "progress": False},
+        "learner": {"lr": 1e-3, "lora": {"r": 8}},
+        "train": {"steps": 2, "games_per_step": 2, "checkpoint_every": 2, "plot": False, "save_episodes": False,
+                  "loggers": []},
+    }
+    (tmp_path / "lowest.yaml").write_text(json.dumps(cfg))  # JSON is YAML
+    proc = subprocess.run([sys.executable, "-m", "arena.train", str(tmp_path / "lowest.yaml"), "--run-dir", str(run)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run
@@ -123,9 +129,9 @@ def _train_builtin(tmp_path: Path, *extra: str) -> Path:
 @pytest.mark.slow
 def test_lora_train_on_the_builtin_model_with_the_hf_policy(tmp_path: Path) -> None:
     # The generator on cpu:0: its own float32 copy, which receives the merged weights (and is checked).
-    run = _train_builtin(tmp_path, "policies.learner.device=cpu:0")
+    run = _train_builtin(tmp_path, {"device": "cpu:0"})
     rows = _rows(run)
-    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["step"] for r in rows] == [1, 2] and sum(r["samples"] for r in rows) > 0  # trained adapters to deliver
     assert all(r["sync/canary_gap"] <= FLOAT32_MAX_GAP for r in rows)
     assert (run / "checkpoints" / "step_000002" / "model" / "adapter_config.json").is_file()
 
@@ -134,9 +140,9 @@ def test_lora_train_on_the_builtin_model_with_the_hf_policy(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_lora_train_on_the_builtin_model_with_vllm_serving_the_adapter(tmp_path: Path) -> None:
     pytest.importorskip("vllm", reason="vLLM is not installed")
-    run = _train_builtin(tmp_path, "policies.learner.backend=vllm", "policies.learner.dtype=float32")
+    run = _train_builtin(tmp_path, {"backend": "vllm", "dtype": "float32"})
     rows = _rows(run)
-    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["step"] for r in rows] == [1, 2] and sum(r["samples"] for r in rows) > 0
     # The engine served the learner's adapter after each update: the canary's float32 bound holds.
     assert all(r["sync/canary_gap"] <= FLOAT32_MAX_GAP for r in rows), [r["sync/canary_gap"] for r in rows]
     assert sorted(p.name for p in (run / ".adapter_sync").iterdir()) == ["v1", "v2"]
