@@ -97,6 +97,11 @@ def pfsp(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], rn
 SAMPLERS: dict[str, Sampler] = {"latest": latest, "uniform": uniform, "pfsp": pfsp}
 
 
+def is_bot(member: Member) -> bool:
+    """A scripted opponent (``train.league.bots``), not a checkpoint."""
+    return member.model.startswith("scripted:")
+
+
 class LeagueConfig(BaseModel):
     """An opponent pool of past checkpoints inside training, and rated matches. Off by default."""
 
@@ -106,6 +111,9 @@ class LeagueConfig(BaseModel):
     pool_size: int = Field(default=4, ge=1, description="Past checkpoints kept in the pool, besides the base model "
                            "(independent of keep_checkpoints).")
     include_base: bool = Field(default=True, description="The starting model is a member ('base', the ratings' anchor).")
+    bots: list[str] = Field(default_factory=list, description="Scripted opponents that are members for the whole run, "
+                            "e.g. [scripted:cfr, scripted:random] (games/openspiel): drawn and rated like checkpoints, "
+                            "never pruned; a bot the game does not have is a one-line error at start-up.")
     share: float = Field(default=0.25, ge=0.0, le=1.0, description="Share of the trainable seats of each game given to "
                          "the step's pool opponent (at least one when > 0, never all); 0: rated matches only.")
     sampler: str = Field(default="pfsp", description="Rule drawing the step's opponent: latest | uniform | pfsp.")
@@ -118,6 +126,9 @@ class LeagueConfig(BaseModel):
 
     @model_validator(mode="after")
     def _known_sampler(self) -> LeagueConfig:
+        for bot in self.bots:
+            if not bot.startswith("scripted:") or bot == "scripted:":
+                raise ValueError(f"bots: {bot!r} is not a scripted opponent; write scripted:<bot>, e.g. scripted:cfr")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)} (got {self.sampler!r})")
         return self
@@ -145,6 +156,9 @@ class League:
         seats = runner.envs[0].possible_agents
         self.learner_seats = [s for s in seats if runner.seats.policy_for(s) == self.trainable]
         self.members: list[Member] = [Member(BASE, self.spec.model, 0)] if self.lc.include_base else []
+        self.members += [Member(bot, bot, 0) for bot in dict.fromkeys(self.lc.bots)]  # fixed: never pruned
+        for bot in self.lc.bots:  # a typo fails here, before any game
+            self.make_policy(bot, OPPONENT)
         self.stats: dict[str, tuple[float, float]] = {}  # member -> (learner's wins, games), ties count half
         self.ratings: list[dict[str, float]] = []
         self.loaded: str | None = None
@@ -168,7 +182,7 @@ class League:
             shutil.rmtree(final)
         os.rename(tmp, final)
         self.members = [m for m in self.members if m.name != name] + [Member(name, f"league/pool/{name}", step)]
-        past = [m for m in self.members if m.name != BASE]
+        past = [m for m in self.members if m.name != BASE and not is_bot(m)]
         for old in past[: max(0, len(past) - self.lc.pool_size)]:
             self.members.remove(old)
             self.stats.pop(old.name, None)
@@ -191,6 +205,10 @@ class League:
             return
         self.runner.policies.pop(OPPONENT, None)
         self.loaded = None
+        if is_bot(member):  # a scripted opponent: make_policy takes its "scripted:<bot>" name
+            self.runner.policies[OPPONENT] = self.make_policy(member.model, OPPONENT)
+            self.loaded = member.name
+            return
         model = member.model if member.name == BASE else str(self.run_dir / member.model)  # members live in the run
         spec = self.spec.model_copy(update={"model": model, "trainable": False, "frozen": True, "backend": "hf"})
         self.runner.policies[OPPONENT] = self.make_policy(spec, OPPONENT)
