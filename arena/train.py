@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     distributed.finish(dist)
     if not dist.main:
         return 0
-    if cfg.train.plot:
+    if cfg.train.plot and (run_dir / "metrics.jsonl").is_file():  # --max-steps 0 (a warm start alone) logs no step
         from arena.loop.plot import plot_run
 
         png = plot_run(run_dir)

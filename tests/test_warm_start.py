@@ -178,3 +178,20 @@ def test_a_demonstration_the_policy_could_not_write_is_left_out(tiny_model: Path
     fewer, cut = demonstrations(short, tok, None)
     assert cut["too_long"] == sum(len(s.completion_ids) == longest for s in kept) > 0 == stats["too_long"]
     assert len(fewer) == len(kept) - cut["too_long"]
+
+
+def test_a_warm_start_alone_from_the_cli_exits_0_with_its_checkpoint(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    """``--max-steps 0`` runs the warm start and stops: no self-play step, so no metrics.jsonl to plot (the
+    plot is on by default; it once raised FileNotFoundError here)."""
+    import subprocess
+    import sys
+
+    sets = [s for s in SETS if s != "train.plot=false"] + [BOTS.replace("steps: 4", "steps: 1"),
+                                                           f"policies.learner.model={tiny_model}"]
+    argv = [sys.executable, "-m", "arena.train", str(SPY), "--max-steps", "0", "--run-dir", str(tmp_path / "run")]
+    for item in sets:
+        argv += ["--set", item]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert (tmp_path / "run" / "checkpoints" / "step_000000").is_dir()
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
