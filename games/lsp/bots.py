@@ -1,9 +1,11 @@
 """Scripted LSP bots (tests, demos): ``(observation, rng) -> completion text``.
 
 ``default`` plays every seat well-formed: the challenger asks a marked arithmetic
-query, solvers answer it (right with probability 0.7), reward seats write a
+query (two numbers from 1 to 99 and +, - or *), solvers answer it (right with probability 0.7), reward seats write a
 number, judges a ``<Score>k</Score>``. ``coder`` does the same but answers in
-Python code, the reward hack the paper saw.
+Python code, the reward hack the paper saw. ``template`` asks from lsp.yaml's template
+family (two whole numbers from 1 to 20 and + or -) and otherwise plays as ``default``: the
+held-out queries on which ``bench/methods.py`` scores a trained solver.
 """
 
 from __future__ import annotations
@@ -41,4 +43,11 @@ def coder_bot(obs: LspObservation, rng: np.random.Generator) -> str:
     return default_bot(obs, rng)
 
 
-BOTS = {"default": default_bot, "coder": coder_bot}
+def template_bot(obs: LspObservation, rng: np.random.Generator) -> str:
+    if obs.role == "challenger":
+        a, b = (int(x) for x in rng.integers(1, 21, size=2))
+        return f"{START}\nWhat is {a} {'+-'[int(rng.integers(2))]} {b}?\n{END}"
+    return default_bot(obs, rng)
+
+
+BOTS = {"default": default_bot, "coder": coder_bot, "template": template_bot}

@@ -187,8 +187,26 @@ def test_reward_hacking_metrics() -> None:
     assert 0 < step["query_distinct_n"] <= 1 and step["V_spread"] >= 0
     same = env.step_metrics([play_texts(LspGame(task_reward="verifier", mode="lsp_zero"), s, [Q, "42"]) for s in range(3)])
     assert same["query_distinct_n"] == pytest.approx(3 / 9) and same["V_spread"] == 0.0
-    assert set(BOTS) == {"default", "coder"}
+    assert set(BOTS) == {"default", "coder", "template"}
     assert env.step_metrics([play_texts(LspGame(), 0, ["no query"])]) == {}
+
+
+def test_template_bot_asks_the_training_template_family_and_the_verifier_scores_it() -> None:
+    """bench/methods.py's held-out LSP queries: two whole numbers from 1 to 20 and + or -, each checkable."""
+    import re
+
+    from games.lsp.bots import template_bot
+    from games.lsp.rules import arithmetic_target
+
+    episodes = _episodes(CONFIGS["zero_verifier"], template_bot, n=24)
+    seen = set()
+    for ep in episodes:
+        m = re.fullmatch(r"What is (\d+) ([+-]) (\d+)\?", ep.info["query"])
+        assert m and 1 <= int(m[1]) <= 20 and 1 <= int(m[3]) <= 20, ep.info["query"]
+        assert isinstance(arithmetic_target(ep.info["query"]), int)
+        seen.add(m[2])
+        assert 0.0 <= ep.metrics["R"] <= 1.0
+    assert seen == {"+", "-"}
 
 
 def test_random_seats_end_every_game() -> None:

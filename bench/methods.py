@@ -1,0 +1,272 @@
+"""Each method against plain GRPO on the same budget and seeds: the capability it trains, on held-out games.
+
+    .venv/bin/python bench/methods.py spy --seeds 0 1                 # train both arms per seed, evaluate, report
+    .venv/bin/python bench/methods.py household --seeds 0 1 --parallel 2
+    .venv/bin/python bench/methods.py --report                        # bench/METHODS.md's tables from finished runs
+
+A method is a pair of arms (the method, its plain-GRPO counterpart), each an ``arena.train`` config with
+overrides, trained with ``train.seed=N`` on the same budget, optionally from a warm-started checkpoint
+(``train.warm_start``, made once per method and shared by both arms). Every final checkpoint, the base
+model and the warm start play the SAME held-out games (``python -m arena.eval --episodes``: seeds from
+``2**40``, which training never reaches). Per eval, the report gives each run's capability metric and
+paired 95% bootstrap intervals (``arena/rank/compare.py``: the games resampled jointly) against the base
+model, the warm start and the GRPO arm of the same seed; "pooled" pairs every seed's games with the
+reference's (the interval then holds game variance, not seed variance: 2 seeds cannot estimate that).
+
+Wall times are logged per run (``<run>.wall``). Runs that exist are not repeated, so an interrupted
+benchmark continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "runs" / "methods"
+BASE = "smollm2-135m"
+QUIET = ["runner.progress=false", "train.plot=false", "train.loggers=[]", "train.evals=[]"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One comparison: ``arms`` (name -> (config, overrides)), the first being the method and the second plain GRPO."""
+
+    arms: dict[str, tuple[str, list[str]]]
+    train: list[str]
+    evals: dict[str, tuple[str, list[str], int]]  # name -> (config, overrides, games)
+    metrics: list[str]
+    warm: tuple[str, list[str]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+SPY_GRPO = "learner.estimators.perform={name: grpo, group_by: [phase, role]}"
+METHODS: dict[str, Method] = {
+    # SpyRL: RAE (role-conditioned baselines) against plain GRPO per role on the perform phase; the
+    # vote phase is GRPO in both arms. Capability: detection accuracy among votes that name a player.
+    "spy": Method(
+        arms={"RAE": ("games/spy/spy.yaml", []), "GRPO": ("games/spy/spy.yaml", [SPY_GRPO])},
+        train=["train.steps=8", "train.games_per_step=8", "train.checkpoint_every=8"],
+        evals={"heldout": ("games/spy/spy.yaml", [], 32)},
+        metrics=["ratio/named_vote_accuracy", "game/detection_accuracy", "game/parseable_vote_rate"],
+    ),
+    # LSP against LSP-Zero (the challenger rewarded by the solvers' failure only, no self-judged quality).
+    # Capability: the solver's accuracy on held-out verifiable queries a scripted challenger asks (two
+    # whole numbers from 1 to 20 and + or -, the training template's family), judged by the verifier.
+    "lsp": Method(
+        arms={"LSP": ("games/lsp/lsp.yaml", []), "LSP-Zero": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero"])},
+        train=["train.steps=10", "train.games_per_step=4", "train.checkpoint_every=10"],
+        evals={"heldout": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=",
+                                                   "seats={'challenger_*': 'scripted:template', 'solver_*': learner}",
+                                                   "game.n_solvers=4"], 40)},
+        metrics=["game/R", "game/answer_words"],
+    ),
+    # AUSO against trajectory-level GRPO on household, both from the same warm start. Capability: success
+    # on held-out worlds, in-domain task types and held-out task types.
+    "household": Method(
+        arms={"AUSO": ("games/household/household.auso.yaml", []), "GRPO": ("games/household/household.yaml", [])},
+        train=["train.steps=4", "train.games_per_step=2", "train.checkpoint_every=4"],
+        evals={"in_domain": ("games/household/household.yaml", ["game.split=eval", "game.task_types=in_domain"], 12),
+               "held_out": ("games/household/household.yaml", ["game.split=eval", "game.task_types=held_out"], 12)},
+        metrics=["game/success_rate", "game/invalid_rate", "reward/agent"],
+        warm=("games/household/household.yaml",
+              ["train.warm_start={source: bots, bots: {'*': seeker_action}, games: 64, min_reward: 0.5, "
+               "batch_size: 8, steps: 32, lr: 1.0e-4}", "learner.param_dtype=bfloat16"]),
+    ),
+    # Skill-SP with library evolution (induce and refine with the frozen base) against a frozen seed
+    # library, both from the same warm start. Capability: solver accuracy on the project's held-out tasks.
+    "skill_sp": Method(
+        arms={"evolving": ("games/skill_sp/skill_sp.yaml", []),
+              "frozen": ("games/skill_sp/skill_sp.yaml", ["game.evolution.policy=null"])},
+        train=["train.steps=4", "train.games_per_step=4", "train.checkpoint_every=4"],
+        evals={"heldout": ("games/skill_sp/skill_sp.yaml", ["game.mode=heldout"], 24),
+               "proposals": ("games/skill_sp/skill_sp.yaml", [], 16)},
+        metrics=["game/solver_accuracy", "game/parsed", "game/valid"],
+        warm=("games/skill_sp/skill_sp.yaml",
+              ["train.warm_start={source: bots, games: 48, phases: [propose], batch_size: 4, steps: 15, lr: 1.0e-4}",
+               "learner.param_dtype=bfloat16"]),
+    ),
+}
+
+
+def run(argv: list[str], log: Path, threads: int) -> float:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    with log.open("w") as fh:
+        rc = subprocess.run(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
+    wall = time.perf_counter() - t0
+    log.with_suffix(".wall").write_text(f"{wall:.0f} {rc}\n")
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(argv[:6])}... failed (exit {rc}); see {log}")
+    return wall
+
+
+def sets(items: list[str]) -> list[str]:
+    return [x for item in items for x in ("--set", item)]
+
+
+def warm_dir(name: str) -> Path:
+    return OUT / name / "warm"
+
+
+def train(name: str, arm: str, seed: int, threads: int) -> Path:
+    m = METHODS[name]
+    config, extra = m.arms[arm]
+    out = OUT / name / f"{arm}_seed{seed}"
+    if (out / "checkpoints").exists() and any((out / "checkpoints").glob("step_*")) and (out / "metrics.jsonl").exists():
+        return out
+    start = [f"policies.learner.model={warm_dir(name)}"] if m.warm else []
+    argv = [sys.executable, "-m", "arena.train", config, "--run-dir", str(out),
+            *sets(QUIET + m.train + start + extra + [f"train.seed={seed}"])]
+    run(argv, OUT / name / f"{out.name}.log", threads)
+    return out
+
+
+def make_warm(name: str, threads: int) -> None:
+    m = METHODS[name]
+    if m.warm is None or (warm_dir(name) / "checkpoints").exists():
+        return
+    config, extra = m.warm
+    argv = [sys.executable, "-m", "arena.train", config, "--max-steps", "0", "--run-dir", str(warm_dir(name)),
+            *sets(QUIET + extra)]
+    run(argv, OUT / name / "warm.log", threads)
+
+
+def evaluate(name: str, label: str, model: str, threads: int) -> None:
+    for ev, (config, extra, games) in METHODS[name].evals.items():
+        out = OUT / name / "eval" / ev / f"{label}.jsonl"
+        if out.exists():
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp.jsonl")
+        tmp.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "arena.eval", config, "--games", str(games), "--episodes", str(tmp),
+                "--json", str(out.with_suffix(".json")), *sets(["runner.progress=false", *extra, f"policies.learner.model={model}"])]
+        run(argv, out.with_suffix(".log"), threads)
+        tmp.rename(out)
+
+
+def jobs(name: str, seeds: list[int], threads: int) -> list:
+    m = METHODS[name]
+    refs = [lambda: evaluate(name, "base", BASE, threads)]
+    if m.warm:
+        refs.append(lambda: evaluate(name, "warm", str(warm_dir(name)), threads))
+    runs = [(arm, seed) for seed in seeds for arm in m.arms]
+    return refs + [lambda a=arm, s=seed: evaluate(name, f"{a}_seed{s}", str(train(name, a, s, threads)), threads)
+                   for arm, seed in runs]
+
+
+def load(path: Path) -> list:
+    from arena.core.types import read_jsonl
+
+    return sorted(read_jsonl(path), key=lambda ep: ep.seed) if path.exists() else []
+
+
+def paired(a: list, b: list, game_cls, metrics: list[str]) -> dict:
+    from arena.rank.compare import paired_summary
+
+    if not a or not b:
+        return {}
+    rows = paired_summary(a, b, game_cls)
+    return {k: rows[k] for k in metrics if k in rows}
+
+
+def cell(row: dict | None) -> str:
+    if not row:
+        return "n/a"
+    return f"{row['diff']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+
+
+def report(names: list[str]) -> str:
+    from arena.loop.config import load_config
+
+    lines = []
+    for name in names:
+        m = METHODS[name]
+        folder = OUT / name
+        if not folder.exists():
+            continue
+        arms = list(m.arms)
+        lines.append(f"\n### {name}: {arms[0]} against {arms[1]}\n")
+        for ev, (config, extra, games) in m.evals.items():
+            game_cls = load_config(config, extra).game.cls
+            eps = {p.stem: load(p) for p in sorted((folder / "eval" / ev).glob("*.jsonl")) if not p.stem.endswith(".tmp")}
+            if not eps:
+                continue
+            seeds = sorted({int(k.rsplit("_seed", 1)[1]) for k in eps if "_seed" in k})
+            for metric in m.metrics:
+                lines.append(f"**{ev}** ({games} held-out games), `{metric}`:\n")
+                lines.append("| run | value | vs base | vs warm start | vs " + arms[1] + " (same seed) | wall s |")
+                lines.append("|---|---|---|---|---|---|")
+                refs = [("base", "base")] + ([("warm", "warm start")] if "warm" in eps else [])
+                for key, label in refs:
+                    val = paired(eps[key], eps[key], game_cls, [metric]).get(metric, {}).get("a")
+                    wall = _wall(folder / "warm.wall") if key == "warm" else ""
+                    lines.append(f"| {label} | {_fmt(val)} | | | | {wall} |")
+                for arm in arms:
+                    pooled: dict[str, list] = {"arm": [], "base": [], "warm": [], "grpo": []}
+                    for seed in seeds:
+                        k = f"{arm}_seed{seed}"
+                        if k not in eps:
+                            continue
+                        a = eps[k]
+                        g = eps.get(f"{arms[1]}_seed{seed}", []) if arm != arms[1] else []
+                        val = paired(a, a, game_cls, [metric]).get(metric, {}).get("a")
+                        lines.append(f"| {arm} seed {seed} | {_fmt(val)} | {cell(paired(a, eps['base'], game_cls, [metric]).get(metric))} | "
+                                     f"{cell(paired(a, eps.get('warm', []), game_cls, [metric]).get(metric))} | "
+                                     f"{cell(paired(a, g, game_cls, [metric]).get(metric)) if g else ''} | {_wall(folder / f'{k}.wall')} |")
+                        pooled["arm"] += a
+                        pooled["base"] += eps["base"]
+                        pooled["warm"] += eps.get("warm", [])
+                        pooled["grpo"] += g
+                    if len(pooled["arm"]) > len(eps["base"]):
+                        p = pooled
+                        val = paired(p["arm"], p["arm"], game_cls, [metric]).get(metric, {}).get("a")
+                        vs_g = cell(paired(p["arm"], p["grpo"], game_cls, [metric]).get(metric)) if len(p["grpo"]) == len(p["arm"]) else ""
+                        vs_w = cell(paired(p["arm"], p["warm"], game_cls, [metric]).get(metric)) if len(p["warm"]) == len(p["arm"]) else "n/a"
+                        lines.append(f"| {arm} pooled | {_fmt(val)} | {cell(paired(p['arm'], p['base'], game_cls, [metric]).get(metric))} | "
+                                     f"{vs_w} | {vs_g} | |")
+                lines.append("")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _wall(path: Path) -> str:
+    return path.read_text().split()[0] if path.exists() else ""
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("methods", nargs="*", default=[], help=f"any of {', '.join(METHODS)} (default: all)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--parallel", type=int, default=2, help="jobs at once (each gets cores / parallel threads)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per job (default: cores / parallel)")
+    p.add_argument("--report", action="store_true", help="only print the tables of finished runs")
+    args = p.parse_args()
+    names = args.methods or list(METHODS)
+    unknown = [n for n in names if n not in METHODS]
+    if unknown:
+        p.error(f"unknown method {unknown[0]!r}; valid: {', '.join(METHODS)}")
+    if not args.report:
+        threads = args.threads or max(1, (os.cpu_count() or 2) // args.parallel)
+        for name in names:
+            (OUT / name).mkdir(parents=True, exist_ok=True)
+            make_warm(name, threads * args.parallel)
+            with ThreadPoolExecutor(args.parallel) as pool:
+                for f in [pool.submit(job) for job in jobs(name, args.seeds, threads)]:
+                    f.result()
+    print(report(names))
+
+
+if __name__ == "__main__":
+    main()
