@@ -44,6 +44,7 @@ class Method:
     evals: dict[str, tuple[str, list[str], int]]  # name -> (config, overrides, games)
     metrics: list[str]
     warm: tuple[str, list[str]] | None = None
+    pairwise: list[str] | None = None  # `python -m arena.eval pairwise` arguments: each run's win rate against the base
     notes: list[str] = field(default_factory=list)
 
 
@@ -63,18 +64,22 @@ METHODS: dict[str, Method] = {
     "lsp": Method(
         arms={"LSP": ("games/lsp/lsp.yaml", []), "LSP-Zero": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero"])},
         train=["train.steps=10", "train.games_per_step=4", "train.checkpoint_every=10"],
-        evals={"heldout": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=",
+        evals={"heldout": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=''",
                                                    "seats={'challenger_*': 'scripted:template', 'solver_*': learner}",
                                                    "game.n_solvers=4"], 40)},
         metrics=["game/R", "game/answer_words"],
+        # The paper's other yardstick: the win rate against the base model on held-out instructions (the
+        # 32 first of games/lsp/data/instructions.jsonl, greedy answers of up to 64 tokens), judged both
+        # ways round by the frozen base model (the only judge here; the paper uses GPT-4o).
+        pairwise=["games/lsp/lsp.yaml", "--base", "judge", "--judge", "judge", "--limit", "32", "--max-new-tokens", "64"],
     ),
     # AUSO against trajectory-level GRPO on household, both from the same warm start. Capability: success
     # on held-out worlds, in-domain task types and held-out task types.
     "household": Method(
         arms={"AUSO": ("games/household/household.auso.yaml", []), "GRPO": ("games/household/household.yaml", [])},
         train=["train.steps=4", "train.games_per_step=2", "train.checkpoint_every=4"],
-        evals={"in_domain": ("games/household/household.yaml", ["game.split=eval", "game.task_types=in_domain"], 12),
-               "held_out": ("games/household/household.yaml", ["game.split=eval", "game.task_types=held_out"], 12)},
+        evals={"in_domain": ("games/household/household.yaml", ["game.split=eval", "game.task_types=in_domain"], 8),
+               "held_out": ("games/household/household.yaml", ["game.split=eval", "game.task_types=held_out"], 8)},
         metrics=["game/success_rate", "game/invalid_rate", "reward/agent"],
         warm=("games/household/household.yaml",
               ["train.warm_start={source: bots, bots: {'*': seeker_action}, games: 64, min_reward: 0.5, "
@@ -153,14 +158,57 @@ def evaluate(name: str, label: str, model: str, threads: int) -> None:
         tmp.rename(out)
 
 
+def win_rate(name: str, label: str, model: str, threads: int) -> None:
+    m = METHODS[name]
+    out = OUT / name / "eval" / "pairwise" / f"{label}.json"
+    if m.pairwise is None or out.exists():
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "arena.eval", "pairwise", *m.pairwise, "--set", f"policies.learner.model={model}",
+            "--set", "runner.progress=false", "--json", str(out.with_suffix(".tmp"))]
+    run(argv, out.with_suffix(".log"), threads)
+    out.with_suffix(".tmp").rename(out)
+
+
+def pairwise_report(name: str) -> list[str]:
+    """Win rate against the base per run, and the method minus its GRPO arm per seed (paired over instructions)."""
+    import numpy as np
+
+    from arena.rank.compare import _indices
+
+    folder = OUT / name / "eval" / "pairwise"
+    got = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.exists() else {}
+    if not got:
+        return []
+    arms = list(METHODS[name].arms)
+    lines = [f"\n### {name}, pairwise: win rate against the base model ({int(next(iter(got.values()))['summary']['n'])} "
+             "held-out instructions, both orders)\n", f"| run | win rate [95%] | vs {arms[1]} (same seed) |", "|---|---|---|"]
+    for label, d in got.items():
+        s = d["summary"]
+        other = label.replace(arms[0], arms[1], 1) if label.startswith(f"{arms[0]}_") else None
+        diff = ""
+        if other in got:
+            a = np.array([r["score"] for r in d["records"]])
+            b = np.array([r["score"] for r in got[other]["records"]])
+            boots = (a - b)[_indices(len(a), 0)].mean(axis=1)
+            low, high = np.percentile(boots, [2.5, 97.5])
+            diff = f"{(a - b).mean():+.3f} [{low:+.3f}, {high:+.3f}]"
+        lines.append(f"| {label.replace('_seed', ' seed ')} | {s['win_rate']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | {diff} |")
+    return lines
+
+
 def jobs(name: str, seeds: list[int], threads: int) -> list:
     m = METHODS[name]
     refs = [lambda: evaluate(name, "base", BASE, threads)]
     if m.warm:
         refs.append(lambda: evaluate(name, "warm", str(warm_dir(name)), threads))
     runs = [(arm, seed) for seed in seeds for arm in m.arms]
-    return refs + [lambda a=arm, s=seed: evaluate(name, f"{a}_seed{s}", str(train(name, a, s, threads)), threads)
-                   for arm, seed in runs]
+    def one(arm: str, seed: int) -> None:
+        folder = str(train(name, arm, seed, threads))
+        evaluate(name, f"{arm}_seed{seed}", folder, threads)
+        win_rate(name, f"{arm}_seed{seed}", folder, threads)
+
+    return refs + [lambda a=arm, s=seed: one(a, s) for arm, seed in runs]
 
 
 def load(path: Path) -> list:
@@ -184,56 +232,75 @@ def cell(row: dict | None) -> str:
     return f"{row['diff']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
 
 
+def _runs(folder: Path, ev: str) -> dict[str, list]:
+    return {p.stem: load(p) for p in sorted((folder / "eval" / ev).glob("*.jsonl")) if not p.stem.endswith(".tmp")}
+
+
+def _value(eps: list, game_cls, metric: str) -> float | None:
+    return paired(eps, eps, game_cls, [metric]).get(metric, {}).get("a") if eps else None
+
+
+def _compare(a: list, b: list, game_cls, metric: str) -> str:
+    return cell(paired(a, b, game_cls, [metric]).get(metric)) if a and b and len(a) == len(b) else ""
+
+
+def method_rows(name: str, ev: str) -> tuple[list[str], list[tuple[str, dict[str, list]]], dict[str, list]] | None:
+    """The arms, each run's episodes (with "pooled" per arm: its seeds' games one after another), and the references'."""
+    m = METHODS[name]
+    eps = _runs(OUT / name, ev)
+    if "base" not in eps:
+        return None
+    arms = list(m.arms)
+    seeds = sorted({int(k.rsplit("_seed", 1)[1]) for k in eps if "_seed" in k})
+    rows: list[tuple[str, dict[str, list]]] = []
+    for arm in arms:
+        pooled: dict[str, list] = {"run": [], "base": [], "warm": [], "grpo": []}
+        for seed in seeds:
+            run = eps.get(f"{arm}_seed{seed}")
+            if not run:
+                continue
+            grpo = eps.get(f"{arms[1]}_seed{seed}", []) if arm != arms[1] else []
+            refs = {"run": run, "base": eps["base"], "warm": eps.get("warm", []), "grpo": grpo}
+            rows.append((f"{arm} seed {seed}", refs))
+            for key, value in refs.items():
+                pooled[key] += value
+        if len(pooled["run"]) > len(eps["base"]):
+            rows.append((f"{arm} pooled", pooled))
+    return arms, rows, eps
+
+
 def report(names: list[str]) -> str:
     from arena.loop.config import load_config
 
-    lines = []
+    lines: list[str] = []
     for name in names:
         m = METHODS[name]
-        folder = OUT / name
-        if not folder.exists():
-            continue
         arms = list(m.arms)
-        lines.append(f"\n### {name}: {arms[0]} against {arms[1]}\n")
         for ev, (config, extra, games) in m.evals.items():
-            game_cls = load_config(config, extra).game.cls
-            eps = {p.stem: load(p) for p in sorted((folder / "eval" / ev).glob("*.jsonl")) if not p.stem.endswith(".tmp")}
-            if not eps:
+            got = method_rows(name, ev)
+            if got is None:
                 continue
-            seeds = sorted({int(k.rsplit("_seed", 1)[1]) for k in eps if "_seed" in k})
-            for metric in m.metrics:
-                lines.append(f"**{ev}** ({games} held-out games), `{metric}`:\n")
-                lines.append("| run | value | vs base | vs warm start | vs " + arms[1] + " (same seed) | wall s |")
-                lines.append("|---|---|---|---|---|---|")
-                refs = [("base", "base")] + ([("warm", "warm start")] if "warm" in eps else [])
-                for key, label in refs:
-                    val = paired(eps[key], eps[key], game_cls, [metric]).get(metric, {}).get("a")
-                    wall = _wall(folder / "warm.wall") if key == "warm" else ""
-                    lines.append(f"| {label} | {_fmt(val)} | | | | {wall} |")
-                for arm in arms:
-                    pooled: dict[str, list] = {"arm": [], "base": [], "warm": [], "grpo": []}
-                    for seed in seeds:
-                        k = f"{arm}_seed{seed}"
-                        if k not in eps:
-                            continue
-                        a = eps[k]
-                        g = eps.get(f"{arms[1]}_seed{seed}", []) if arm != arms[1] else []
-                        val = paired(a, a, game_cls, [metric]).get(metric, {}).get("a")
-                        lines.append(f"| {arm} seed {seed} | {_fmt(val)} | {cell(paired(a, eps['base'], game_cls, [metric]).get(metric))} | "
-                                     f"{cell(paired(a, eps.get('warm', []), game_cls, [metric]).get(metric))} | "
-                                     f"{cell(paired(a, g, game_cls, [metric]).get(metric)) if g else ''} | {_wall(folder / f'{k}.wall')} |")
-                        pooled["arm"] += a
-                        pooled["base"] += eps["base"]
-                        pooled["warm"] += eps.get("warm", [])
-                        pooled["grpo"] += g
-                    if len(pooled["arm"]) > len(eps["base"]):
-                        p = pooled
-                        val = paired(p["arm"], p["arm"], game_cls, [metric]).get(metric, {}).get("a")
-                        vs_g = cell(paired(p["arm"], p["grpo"], game_cls, [metric]).get(metric)) if len(p["grpo"]) == len(p["arm"]) else ""
-                        vs_w = cell(paired(p["arm"], p["warm"], game_cls, [metric]).get(metric)) if len(p["warm"]) == len(p["arm"]) else "n/a"
-                        lines.append(f"| {arm} pooled | {_fmt(val)} | {cell(paired(p['arm'], p['base'], game_cls, [metric]).get(metric))} | "
-                                     f"{vs_w} | {vs_g} | |")
-                lines.append("")
+            _, rows, eps = got
+            game_cls = load_config(config, extra).game.cls
+            metric, *others = m.metrics
+            warm = "warm" in eps
+            head = ["run", f"`{metric}`", "vs base"] + (["vs warm start"] if warm else []) + [f"vs {arms[1]} (same seed)"]
+            head += [f"`{o}`" for o in others] + ["wall s"]
+            lines += [f"\n### {name}, {ev}: {arms[0]} against {arms[1]} ({games} held-out games)\n",
+                      "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            refs = [("base", "base model")] + ([("warm", "warm start")] if warm else [])
+            for key, label in refs:
+                wall = _wall(OUT / name / "warm.wall") if key == "warm" else ""
+                cells = [label, _fmt(_value(eps[key], game_cls, metric)), ""] + ([""] if warm else []) + [""]
+                lines.append("| " + " | ".join(cells + [_fmt(_value(eps[key], game_cls, o)) for o in others] + [wall]) + " |")
+            for label, r in rows:
+                wall = "" if label.endswith("pooled") else _wall(OUT / name / f"{label.replace(' seed ', '_seed')}.wall")
+                cells = [label, _fmt(_value(r["run"], game_cls, metric)), _compare(r["run"], r["base"], game_cls, metric)]
+                cells += [_compare(r["run"], r["warm"], game_cls, metric)] if warm else []
+                cells += [_compare(r["run"], r["grpo"], game_cls, metric)]
+                cells += [_fmt(_value(r["run"], game_cls, o)) for o in others] + [wall]
+                lines.append("| " + " | ".join(cells) + " |")
+        lines += pairwise_report(name)
     return "\n".join(lines)
 
 
