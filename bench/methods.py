@@ -76,7 +76,12 @@ METHODS: dict[str, Method] = {
     # AUSO against trajectory-level GRPO on household, both from the same warm start. Capability: success
     # on held-out worlds, in-domain task types and held-out task types.
     "household": Method(
-        arms={"AUSO": ("games/household/household.auso.yaml", []), "GRPO": ("games/household/household.yaml", [])},
+        # AUSO's probes score full-vocabulary distributions: at household.yaml's token_budget of 4096 one
+        # micro-batch's float32 logits are 0.8 GB per copy and a run peaked at 10.9 GB (killed by the OOM
+        # killer beside two other jobs). A smaller budget only splits micro-batches (the gradient is the
+        # full batch's, tested), so the AUSO arm uses 1024.
+        arms={"AUSO": ("games/household/household.auso.yaml", ["learner.token_budget=1024"]),
+              "GRPO": ("games/household/household.yaml", [])},
         train=["train.steps=4", "train.games_per_step=2", "train.checkpoint_every=4"],
         evals={"in_domain": ("games/household/household.yaml", ["game.split=eval", "game.task_types=in_domain"], 8),
                "held_out": ("games/household/household.yaml", ["game.split=eval", "game.task_types=held_out"], 8)},
