@@ -44,6 +44,7 @@ class Method:
     evals: dict[str, tuple[str, list[str], int]]  # name -> (config, overrides, games)
     metrics: list[str]
     warm: tuple[str, list[str]] | None = None
+    eval_metrics: dict[str, list[str]] = field(default_factory=dict)  # per eval, instead of `metrics`
     pairwise: list[str] | None = None  # `python -m arena.eval pairwise` arguments: each run's win rate against the base
     notes: list[str] = field(default_factory=list)
 
@@ -98,7 +99,8 @@ METHODS: dict[str, Method] = {
         train=["train.steps=4", "train.games_per_step=4", "train.checkpoint_every=4"],
         evals={"heldout": ("games/skill_sp/skill_sp.yaml", ["game.mode=heldout"], 24),
                "proposals": ("games/skill_sp/skill_sp.yaml", [], 16)},
-        metrics=["game/solver_accuracy", "game/parsed", "game/valid"],
+        metrics=["game/solver_accuracy", "reward/solver"],
+        eval_metrics={"proposals": ["game/parsed", "game/valid", "game/verified", "game/solver_accuracy"]},
         warm=("games/skill_sp/skill_sp.yaml",
               ["train.warm_start={source: bots, games: 48, phases: [propose], batch_size: 4, steps: 15, lr: 1.0e-4}",
                "learner.param_dtype=bfloat16"]),
@@ -287,7 +289,7 @@ def report(names: list[str]) -> str:
                 continue
             _, rows, eps = got
             game_cls = load_config(config, extra).game.cls
-            metric, *others = m.metrics
+            metric, *others = m.eval_metrics.get(ev, m.metrics)
             warm = "warm" in eps
             head = ["run", f"`{metric}`", "vs base"] + (["vs warm start"] if warm else []) + [f"vs {arms[1]} (same seed)"]
             head += [f"`{o}`" for o in others] + ["wall s"]
