@@ -298,7 +298,8 @@ def report(names: list[str]) -> str:
             refs = [("base", "base model")] + ([("warm", "warm start")] if warm else [])
             for key, label in refs:
                 wall = _wall(OUT / name / "warm.wall") if key == "warm" else ""
-                cells = [label, _fmt(_value(eps[key], game_cls, metric)), ""] + ([""] if warm else []) + [""]
+                vs_base = _compare(eps[key], eps["base"], game_cls, metric) if key == "warm" else ""
+                cells = [label, _fmt(_value(eps[key], game_cls, metric)), vs_base] + ([""] if warm else []) + [""]
                 lines.append("| " + " | ".join(cells + [_fmt(_value(eps[key], game_cls, o)) for o in others] + [wall]) + " |")
             for label, r in rows:
                 wall = "" if label.endswith("pooled") else _wall(OUT / name / f"{label.replace(' seed ', '_seed')}.wall")
