@@ -25,7 +25,7 @@ from arena.core.errors import ConfigError
 from arena.core.game import GameState
 from arena.runner import Runner, SamplingFn, SeatMap
 from policies.base import Policy, SamplingParams
-from policies.config import HumanSpec, ModelPolicySpec, RewardModelSpec, ScriptedSpec
+from policies.config import HumanSpec, ModelPolicySpec, RewardModelSpec, ScriptedSpec, shorthand_policy
 
 if TYPE_CHECKING:  # annotations only: the config imports the parts' models, not this assembly
     from arena.loop.config import ArenaConfig
@@ -60,8 +60,6 @@ def build_policies(
     cfg: ArenaConfig, names: Iterable[str] | None = None, store: ModelStore | None = None, **hf_kwargs: Any
 ) -> dict[str, Policy]:
     """Policies by name for ``names`` (default: those the config uses)."""
-    from policies.scripted import ScriptedPolicy, make_bot
-
     names = list(names) if names is not None else used_policies(cfg)
     store = store or ModelStore()
     specs = {}
@@ -73,10 +71,7 @@ def build_policies(
     policies: dict[str, Policy] = {}
     for name, spec in specs.items():  # bots first: a typo fails before any model loads
         if isinstance(spec, ScriptedSpec):
-            try:
-                policies[name] = ScriptedPolicy(make_bot(cfg.game.cls, spec.bot), name=name)
-            except ValueError as e:
-                raise ConfigError(f"policies.{name}.bot: {e}") from None
+            policies[name] = scripted_policy(cfg, spec, name, field=f"policies.{name}.bot")
     for name, spec in specs.items():
         if isinstance(spec, HumanSpec):
             from policies.human import HumanPolicy
@@ -96,6 +91,26 @@ def build_policies(
             lora = cfg.learner.lora.r if cfg.learner.lora is not None and spec.trainable else None
             policies[name] = make_model_policy(spec, name, store, lora_rank=lora, **hf_kwargs)
     return policies
+
+
+def scripted_policy(cfg: ArenaConfig, spec: ScriptedSpec, name: str, field: str) -> Policy:
+    """The game's scripted bot ``spec.bot``; an unknown bot is a one-line error naming ``field``."""
+    from policies.scripted import ScriptedPolicy, make_bot
+
+    try:
+        return ScriptedPolicy(make_bot(cfg.game.cls, spec.bot), name=name)
+    except ValueError as e:
+        raise ConfigError(f"{field}: {e}") from None
+
+
+def league_policy(cfg: ArenaConfig, spec: ModelPolicySpec | str, name: str) -> Policy:
+    """A league member's policy: a checkpoint's model spec, or a ``scripted:<bot>`` (``train.league.bots``)."""
+    if isinstance(spec, str):
+        bot = shorthand_policy(spec)
+        if not isinstance(bot, ScriptedSpec):
+            raise ConfigError(f"train.league.bots: {spec!r} is not a scripted opponent; write scripted:<bot>")
+        return scripted_policy(cfg, bot, name, field="train.league.bots")
+    return make_model_policy(spec, name, ModelStore())
 
 
 def make_model_policy(

@@ -115,7 +115,7 @@ class Trainer:
         self._inflight: dict[int, Any] = {}  # in-flight steps put back by --resume
 
         from arena.loop.build import (
-            ModelStore, build_policies, build_runner, reference_model, sampling_table,
+            ModelStore, build_policies, build_runner, league_policy, reference_model, sampling_table,
         )
 
         store = ModelStore()
@@ -469,20 +469,6 @@ class Trainer:
         if self.metrics_path.exists() and self.dist.main:  # drop rows written after the checkpoint
             kept = [line for line in self.metrics_path.read_text().splitlines() if line and _row_step(line) <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
-
-
-def league_policy(cfg: ArenaConfig, spec: Any, name: str) -> Any:
-    """A league member's policy: a checkpoint's model spec, or a ``scripted:<bot>`` of the game."""
-    from arena.loop.build import ModelStore, make_model_policy
-
-    if isinstance(spec, str):
-        from policies.scripted import ScriptedPolicy, make_bot
-
-        try:
-            return ScriptedPolicy(make_bot(cfg.game.cls, spec.split(":", 1)[1]), name=name)
-        except ValueError as e:
-            raise ConfigError(f"train.league.bots: {e}") from None
-    return make_model_policy(spec, name, ModelStore())
 
 
 def shares_model(generator: Any, module: Any) -> bool:
