@@ -244,15 +244,28 @@ def _runs(folder: Path, ev: str) -> dict[str, list]:
 
 
 def _value(eps: list, game_cls, metric: str) -> float | None:
-    return paired(eps, eps, game_cls, [metric]).get(metric, {}).get("a") if eps else None
+    """The metric over the games: a declared ratio pooled (``ratio/<name>``), else the mean of the games that have it."""
+    import numpy as np
+
+    from arena.rank.compare import ratio_arrays
+    from arena.stats.heldout import per_episode
+
+    if not eps:
+        return None
+    if metric.startswith("ratio/"):
+        num, den, _ = game_cls.eval_ratios[metric.removeprefix("ratio/")]
+        n, d = ratio_arrays(eps, num, den)
+        return float(n.sum() / d.sum()) if d.sum() > 0 else None
+    values = [row[metric] for row in map(per_episode, eps) if metric in row]
+    return float(np.mean(values)) if len(values) >= 2 else None
 
 
 def _compare(a: list, b: list, game_cls, metric: str) -> str:
     return cell(paired(a, b, game_cls, [metric]).get(metric)) if a and b and len(a) == len(b) else ""
 
 
-def method_rows(name: str, ev: str) -> tuple[list[str], list[tuple[str, dict[str, list]]], dict[str, list]] | None:
-    """The arms, each run's episodes (with "pooled" per arm: its seeds' games one after another), and the references'."""
+def method_rows(name: str, ev: str) -> tuple[list[tuple[str, dict[str, list]]], dict[str, list]] | None:
+    """Each run's episodes (with "pooled" per arm: its seeds' games one after another), and the references'."""
     m = METHODS[name]
     eps = _runs(OUT / name, ev)
     if "base" not in eps:
@@ -273,7 +286,7 @@ def method_rows(name: str, ev: str) -> tuple[list[str], list[tuple[str, dict[str
                 pooled[key] += value
         if len(pooled["run"]) > len(eps["base"]):
             rows.append((f"{arm} pooled", pooled))
-    return arms, rows, eps
+    return rows, eps
 
 
 def report(names: list[str]) -> str:
@@ -287,7 +300,7 @@ def report(names: list[str]) -> str:
             got = method_rows(name, ev)
             if got is None:
                 continue
-            _, rows, eps = got
+            rows, eps = got
             game_cls = load_config(config, extra).game.cls
             metric, *others = m.eval_metrics.get(ev, m.metrics)
             warm = "warm" in eps
