@@ -197,8 +197,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. game.n_players=4")
+        # ``key=`` is the empty string (YAML would read it as null; ``key=null`` says that explicitly).
         try:
-            value = yaml.safe_load(text)
+            value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
         _set_path(raw, key.strip(), value)

@@ -13,6 +13,7 @@ from arena.loop.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SPY_YAML = ROOT / "games" / "spy" / "spy.yaml"
+LSP_YAML = ROOT / "games" / "lsp" / "lsp.yaml"
 
 
 def _bad_yaml(tmp_path: Path, replace: str, by: str) -> Path:
@@ -67,6 +68,15 @@ def test_set_overrides_and_their_errors() -> None:
         load_config(SPY_YAML, ["game.n_players=many"])
     with pytest.raises(ConfigError, match=r"expected KEY=VALUE"):
         load_config(SPY_YAML, ["game.n_players"])
+
+
+def test_set_empty_value_is_the_empty_string_and_null_is_none() -> None:
+    cfg = load_config(LSP_YAML, ["game.challenger_prefix="])
+    assert cfg.game.settings.challenger_prefix == ""  # type: ignore[attr-defined]
+    cfg = load_config(LSP_YAML, ["game.challenger_prefix=''"])
+    assert cfg.game.settings.challenger_prefix == ""  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"game.challenger_prefix: Input should be a valid string"):
+        load_config(LSP_YAML, ["game.challenger_prefix=null"])
 
 
 def test_not_yaml_and_missing_file(tmp_path: Path) -> None:
