@@ -72,7 +72,11 @@ METHODS: dict[str, Method] = {
                "learner.lr=2.0e-5"],
         evals={"heldout": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=''",
                                                    "seats={'challenger_*': 'scripted:template', 'solver_*': learner}",
-                                                   "game.n_solvers=4"], 40)},
+                                                   "game.n_solvers=4"], 40),
+               # The paper's evaluation temperature, 0.01: one near-greedy answer to each of 80 queries.
+               "heldout_t0.01": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=''",
+                                                        "seats={'challenger_*': 'scripted:template', 'solver_*': learner}",
+                                                        "game.n_solvers=1", "policies.learner.sampling.temperature=0.01"], 80)},
         metrics=["game/R", "game/answer_words"],
         # The paper's other yardstick: the win rate against the base model on held-out instructions (the
         # 32 first of games/lsp/data/instructions.jsonl, greedy answers of up to 64 tokens), judged both
