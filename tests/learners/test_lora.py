@@ -119,7 +119,9 @@ def _gradient(tiny: Any, budget: int) -> torch.Tensor:
 def test_lora_micro_batched_gradient_equals_the_full_batch_gradient(tiny: Any) -> None:
     whole, split = _gradient(tiny, 10_000), _gradient(tiny, 8)
     assert whole.abs().max() > 0 and (whole[: whole.numel() // 4] != 0).any()
-    torch.testing.assert_close(whole, split, rtol=1e-4, atol=1e-7)
+    # float32 sums in another order: 2.4e-7 apart on one element of 1664 on an AVX2 host; a wrong
+    # normalisation moves every element by a share of its size.
+    torch.testing.assert_close(whole, split, rtol=1e-4, atol=1e-6)
 
 
 def test_adapter_state_round_trips_exactly(tiny: Any) -> None:
