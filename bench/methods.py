@@ -49,6 +49,9 @@ class Method:
     notes: list[str] = field(default_factory=list)
 
 
+# LSP's held-out games: the scripted `template` challenger asks, the learner's solvers answer, the verifier scores.
+LSP_TEMPLATE = ["game.mode=lsp_zero", "game.challenger_prefix=''",
+                "seats={'challenger_*': 'scripted:template', 'solver_*': learner}"]
 SPY_GRPO = "learner.estimators.perform={name: grpo, group_by: [phase, role]}"
 METHODS: dict[str, Method] = {
     # SpyRL: RAE (role-conditioned baselines) against plain GRPO per role on the perform phase; the
@@ -70,13 +73,10 @@ METHODS: dict[str, Method] = {
         # pooled one (bench/METHODS.md).
         train=["train.steps=16", "train.games_per_step=4", "train.checkpoint_every=16", "game.n_solvers=8",
                "learner.lr=2.0e-5"],
-        evals={"heldout": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=''",
-                                                   "seats={'challenger_*': 'scripted:template', 'solver_*': learner}",
-                                                   "game.n_solvers=4"], 40),
+        evals={"heldout": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=4"], 40),
                # The paper's evaluation temperature, 0.01: one near-greedy answer to each of 80 queries.
-               "heldout_t0.01": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero", "game.challenger_prefix=''",
-                                                        "seats={'challenger_*': 'scripted:template', 'solver_*': learner}",
-                                                        "game.n_solvers=1", "policies.learner.sampling.temperature=0.01"], 80)},
+               "heldout_t0.01": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=1",
+                                                        "policies.learner.sampling.temperature=0.01"], 80)},
         metrics=["game/R", "game/answer_words"],
         # The paper's other yardstick: the win rate against the base model on held-out instructions (the
         # 32 first of games/lsp/data/instructions.jsonl, greedy answers of up to 64 tokens), judged both
