@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.core.game import GameState, LLMGame
 from arena.core.types import ChatMessage, Episode, safe_text
-from policies.base import Completion, Policy, Request, SamplingParams
+from arena.policies.base import Completion, Policy, Request, SamplingParams
 
 #: (policy name, phase) -> sampling settings.
 SamplingFn = Callable[[str, str], SamplingParams]

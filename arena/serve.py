@@ -11,7 +11,7 @@ then train against it with a trainable policy of backend ``openai`` and ``sync_w
 
 The server is vLLM's own (``vllm.entrypoints.openai.api_server``) with two additions:
 
-- arena's worker extension (``policies.vllm_worker.WeightSync``), whose
+- arena's worker extension (``arena.policies.vllm_worker.WeightSync``), whose
   ``arena_load_weights_file(path, version)`` loads a safetensors file of the learner's
   weights into the running engine (vLLM's ``reload_weights``: its own loader and its
   post-load processing), and ``arena_weight_version()`` tells which update it holds;
@@ -25,7 +25,7 @@ log-probabilities with the learner's. Before each rollout the client asks the se
 version it holds, so a server restarted mid-run gets the newest weights before it plays
 (tests/test_serve.py kills and restarts one). On GPUs, ``--weight-transfer nccl`` also starts vLLM's
 NCCL weight transfer (``/init_weight_transfer_engine``, ``/update_weights``), which a policy with
-``weights_transport: nccl`` drives through vLLM's own trainer engine (policies/nccl_push.py:
+``weights_transport: nccl`` drives through vLLM's own trainer engine (arena/policies/nccl_push.py:
 written, not yet run on a GPU).
 
 The development endpoints run any worker method a caller names: the server binds 127.0.0.1
@@ -76,7 +76,7 @@ def command(args: argparse.Namespace, extra: list[str], cuda: bool) -> tuple[lis
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
         "--served-model-name", args.served_model_name or args.model, "--host", args.host, "--port", str(args.port),
         "--dtype", args.dtype, "--max-model-len", str(args.max_model_len),
-        "--worker-extension-cls", "policies.vllm_worker.WeightSync",
+        "--worker-extension-cls", "arena.policies.vllm_worker.WeightSync",
     ]
     if args.weight_transfer == "nccl":
         if not cuda:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(precision_report(cfg), flush=True)
     distributed.init(dist, cfg.learner.device)
     seed_everything(cfg.train.seed)
-    from policies.openai import ServerError
+    from arena.policies.openai import ServerError
 
     try:
         trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist)

@@ -35,11 +35,11 @@ def reward(prompt: str, completion: str) -> float:
 def arena_steps(args: argparse.Namespace, bf16: bool | str) -> list[float]:
     from arena.core.models import load_causal_lm
     from arena.core.types import Sample
-    from learners.advantages import grpo
-    from learners.config import LearnerConfig
-    from learners.update import Learner
-    from policies.base import Request, SamplingParams
-    from policies.hf import HFPolicy
+    from arena.learners.advantages import grpo
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner
+    from arena.policies.base import Request, SamplingParams
+    from arena.policies.hf import HFPolicy
 
     weights = bf16 == "weights"  # bf16 weights + fp32 master: the generator runs on the learner's own model
     gen = HFPolicy("smollm2-135m", dtype="bfloat16" if bf16 else "float32", name="arena")
@@ -148,7 +148,7 @@ def main() -> None:
     trl = [m for label, m, _ in rows if label.startswith("TRL")]
     arena = [m for label, m, _ in rows if label.startswith("arena")]
     if len(trl) == 2 and len(arena) >= 2:
-        from policies.hardware import fast_bf16
+        from arena.policies.hardware import fast_bf16
 
         # arena's default precision here: `dtype: auto` / `autocast_bf16: auto` pick bf16 only
         # where it is fast (CUDA, CPUs with AVX512-BF16/AMX), else fp32.

@@ -26,11 +26,11 @@ import time
 import numpy as np
 
 from arena.runner import Runner
-from games.household import HouseholdGame
-from games.household.bots import random_admissible
-from games.household.planner import plan
-from games.household.tasks import TASK_TYPES, make_task
-from policies.scripted import ScriptedPolicy
+from arena.games.household import HouseholdGame
+from arena.games.household.bots import random_admissible
+from arena.games.household.planner import plan
+from arena.games.household.tasks import TASK_TYPES, make_task
+from arena.policies.scripted import ScriptedPolicy
 
 
 def world_steps(seconds: float = 2.0) -> float:
@@ -71,10 +71,10 @@ def auso_overhead(model_name: str, repeats: int = 2, max_new: int = 24) -> None:
     from arena.core.models import load_causal_lm
     from arena.core.types import Sample
     from arena.runner import play_one_at_a_time
-    from learners.config import LearnerConfig
-    from learners.progress import Progress
-    from learners.update import Learner
-    from policies.base import chat_prompt_ids
+    from arena.learners.config import LearnerConfig
+    from arena.learners.progress import Progress
+    from arena.learners.update import Learner
+    from arena.policies.base import chat_prompt_ids
 
     model, tok = load_causal_lm(model_name, dtype="float32")
     ref = copy.deepcopy(model).requires_grad_(False)

@@ -55,9 +55,9 @@ def one_mode(mode: str, samples: int, completion: int, steps: int) -> dict[str, 
 
     from arena.core.models import load_causal_lm
     from arena.core.types import Sample
-    from learners.config import LearnerConfig
-    from learners.update import Learner
-    from policies.base import chat_prompt_ids
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner
+    from arena.policies.base import chat_prompt_ids
 
     model, tok = load_causal_lm("smollm2-135m", dtype="float32")
     prompt = chat_prompt_ids(tok, [{"role": "user", "content": "Name three fruits and say why you like each."}])

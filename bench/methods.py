@@ -79,7 +79,7 @@ METHODS: dict[str, Method] = {
                                                         "policies.learner.sampling.temperature=0.01"], 80)},
         metrics=["game/R", "game/answer_words"],
         # The paper's other yardstick: the win rate against the base model on held-out instructions (the
-        # 32 first of games/lsp/data/instructions.jsonl, greedy answers of up to 64 tokens), judged both
+        # 32 first of arena/games/lsp/data/instructions.jsonl, greedy answers of up to 64 tokens), judged both
         # ways round by the frozen base model (the only judge here; the paper uses GPT-4o).
         pairwise=["games/lsp/lsp.yaml", "--base", "judge", "--judge", "judge", "--limit", "32", "--max-new-tokens", "64"],
     ),

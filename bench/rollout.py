@@ -29,9 +29,9 @@ from collections.abc import Sequence
 import torch
 
 from arena.runner import Runner, play_one_at_a_time
-from games.spy import SpyGame
-from policies.base import Completion, Request, SamplingParams
-from policies.hf import HFPolicy
+from arena.games.spy import SpyGame
+from arena.policies.base import Completion, Request, SamplingParams
+from arena.policies.hf import HFPolicy
 
 
 class Recording:
@@ -89,7 +89,7 @@ def raw_vllm(policy, batches: list[list[list[int]]], params: SamplingParams,  # 
 
 
 def bench_vllm(args: argparse.Namespace, params: SamplingParams, make_env) -> float:  # noqa: ANN001
-    from policies.vllm import VLLMPolicy
+    from arena.policies.vllm import VLLMPolicy
 
     policy = VLLMPolicy("smollm2-135m", dtype=args.dtype, max_model_len=2048, name="model", seeded=not args.unseeded)
     policy.generate([Request(messages=[{"role": "user", "content": "warm up"}], params=params)])

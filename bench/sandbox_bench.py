@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from games.skill_sp.sandbox import Job, Sandbox, SandboxPool, Status  # noqa: E402
+from arena.games.skill_sp.sandbox import Job, Sandbox, SandboxPool, Status  # noqa: E402
 
 MODULE = '''
 import json

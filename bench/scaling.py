@@ -44,8 +44,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from arena.runner import Runner
-from policies.base import Completion, Request, SamplingParams
-from policies.hardware import resolve_dtype
+from arena.policies.base import Completion, Request, SamplingParams
+from arena.policies.hardware import resolve_dtype
 
 KNEE_GAIN = 1.2
 
@@ -164,7 +164,7 @@ def run_levels(name: str, policy: Any, make_env: Callable[[], Any], params: Samp
 
 
 def prefix_on_off(policy: Any, games: int, params: SamplingParams) -> list[dict[str, Any]]:
-    from games.household import HouseholdGame
+    from arena.games.household import HouseholdGame
 
     make_env = lambda: HouseholdGame(attempts=8, max_steps=1, task_types="all")  # noqa: E731
     out = []
@@ -244,7 +244,7 @@ def main() -> None:
     deadline = start + args.budget_s
     dtype = resolve_dtype(args.dtype)
     params = SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens)
-    from games.spy import SpyGame
+    from arena.games.spy import SpyGame
 
     make_env = lambda: SpyGame(n_players=args.players, max_words=40, require_answer_line=False)  # noqa: E731
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; model {args.model} ({dtype}); "
@@ -257,7 +257,7 @@ def main() -> None:
         # Each backend gets its share of what is left, the prefix on/off run a slice of hf's.
         own_deadline = time.perf_counter() + (deadline - time.perf_counter()) / (len(backends) - k)
         if backend == "hf":
-            from policies.hf import HFPolicy
+            from arena.policies.hf import HFPolicy
 
             policy = HFPolicy(args.model, dtype=dtype, name="model")
             policy.generate([Request(messages=[{"role": "user", "content": "warm up"}], params=params)])
@@ -267,7 +267,7 @@ def main() -> None:
             rows += got
             del policy
         else:
-            from policies.vllm import VLLMPolicy
+            from arena.policies.vllm import VLLMPolicy
 
             policy = VLLMPolicy(args.model, dtype=dtype, name="model")
             hits = CacheHits(policy.llm)

@@ -41,7 +41,7 @@ def completions(samples: int, games: int) -> list:
     from arena.loop.canary import canary_samples
     from arena.loop.config import load_config
 
-    cfg = load_config(ROOT / "games/spy/spy.yaml", [
+    cfg = load_config(ROOT / "arena/games/spy/spy.yaml", [
         "policies.learner.dtype=float32", "runner.progress=false", "policies.learner.sampling.max_new_tokens=24",
         f"runner.num_envs={games}", "policies.learner.backend=hf",
     ])
@@ -77,10 +77,10 @@ def measure(backend: str, dtype: str, lrs: list[float], updates: int, picked: li
     from arena.loop.build import ModelStore, make_model_policy
     from arena.loop.canary import generator_logprobs, mean_abs_gap
     from arena.loop.config import load_config
-    from learners.config import LearnerConfig
-    from learners.update import Learner
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner
 
-    cfg = load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
+    cfg = load_config(ROOT / "arena/games/spy/spy.yaml", [f"policies.learner.backend={backend}", f"policies.learner.dtype={dtype}"])
     spec = cfg.policies["learner"]
     gen = make_model_policy(spec, "learner", ModelStore())
     rows = []

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from arena.loop.config import load_config  # noqa: E402
 from arena.runner import Runner, SeatMap  # noqa: E402
 from arena.view.record import EpisodeLog  # noqa: E402
-from policies.scripted import ScriptedPolicy, make_bot  # noqa: E402
+from arena.policies.scripted import ScriptedPolicy, make_bot  # noqa: E402
 
 
 def make_run(run: Path, n: int, players: int) -> float:

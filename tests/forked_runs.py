@@ -138,7 +138,7 @@ def zygote() -> None:
     # Imports only (no torch op runs before a fork): what a training run of a test game loads.
     for name in ("arena.loop.build", "arena.cli", "arena.train", "arena.loop.trainer", "arena.view.record",
                  "transformers.models.llama.modeling_llama", "transformers.models.auto.tokenization_auto",
-                 "torch.utils.tensorboard", "accelerate", "deepspeed", "games.spy.env"):
+                 "torch.utils.tensorboard", "accelerate", "deepspeed", "arena.games.spy.env"):
         try:
             importlib.import_module(name)
         except ImportError:  # optional (deepspeed); the child imports what it needs

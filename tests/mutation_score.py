@@ -12,16 +12,16 @@ killed after all is reported so the list stays honest.
     python tests/mutation_score.py --min 90     # exit 1 when a module scores below 90%
 
 Only the functions named in ``SCOPE`` count: of ``arena/core/game.py``, the phase and
-invalid-output logic; of ``games/skill_sp/controller.py``, the maths and the library's
-routing, pruning and induction (not its save/load); of ``learners/auso.py``, all but
+invalid-output logic; of ``arena/games/skill_sp/controller.py``, the maths and the library's
+routing, pruning and induction (not its save/load); of ``arena/learners/auso.py``, all but
 ``AusoDistill.loss`` (it needs a model's forward pass; ``test_auso_registered.py`` checks
 it against a reference loop with a tiny model, too slow per mutant); of
-``games/household/tasks.py``, the success check and the world-id split.
+``arena/games/household/tasks.py``, the success check and the world-id split.
 
 Module paths after the options restrict the table (and ``--patterns``) to those modules:
 
-    python tests/mutation_score.py --min 90 games/lsp/rules.py learners/auso.py
-    python tests/mutation_score.py --patterns games/lsp/rules.py | xargs -d '\n' mutmut run
+    python tests/mutation_score.py --min 90 arena/games/lsp/rules.py arena/learners/auso.py
+    python tests/mutation_score.py --patterns arena/games/lsp/rules.py | xargs -d '\n' mutmut run
 """
 
 from __future__ import annotations
@@ -42,25 +42,25 @@ GAME_FUNCTIONS = (
     "pending_seats", "_render_prompt", "prompt", "truncate", "_record",
 )
 SCOPE: dict[str, tuple[str, ...]] = {
-    "games/spy/rules.py": ("games.spy.rules.*",),
+    "arena/games/spy/rules.py": ("arena.games.spy.rules.*",),
     "arena/core/game.py": tuple(f"arena.core.game.xǁLLMGameǁ{f}__mutmut_*" for f in GAME_FUNCTIONS),
-    "learners/advantages.py": ("learners.advantages.*",),
-    "learners/estimators.py": ("learners.estimators.*",),
-    "learners/losses.py": ("learners.losses.*",),
-    "learners/samples.py": ("learners.samples.*",),
-    "learners/schedule.py": ("learners.schedule.*",),
-    "learners/auso.py": tuple(
-        f"learners.auso.{f}__mutmut_*" for f in (
+    "arena/learners/advantages.py": ("arena.learners.advantages.*",),
+    "arena/learners/estimators.py": ("arena.learners.estimators.*",),
+    "arena/learners/losses.py": ("arena.learners.losses.*",),
+    "arena/learners/samples.py": ("arena.learners.samples.*",),
+    "arena/learners/schedule.py": ("arena.learners.schedule.*",),
+    "arena/learners/auso.py": tuple(
+        f"arena.learners.auso.{f}__mutmut_*" for f in (
             "x_smooth", "x_stage_weights", "x_topk_tail", "x_topk_jsd", "x_action_mean", "x_pass_gate", "x__zscore",
             "x_centred_tanh", "x_utilisation_weights", "x_internalisation_weights", "x_distill_allowed", "x_probe_bins",
             "xǁAusoDistillǁ__init__", "xǁAusoDistillǁactive_at", "xǁAusoDistillǁ_selected", "xǁAusoDistillǁ_allowed",
             "xǁAusoUtiliseǁ*",
         )
     ),
-    "games/lsp/rules.py": ("games.lsp.rules.*",),
-    "games/skill_sp/rules.py": ("games.skill_sp.rules.*",),
-    "games/skill_sp/controller.py": tuple(
-        f"games.skill_sp.controller.{f}__mutmut_*" for f in (
+    "arena/games/lsp/rules.py": ("arena.games.lsp.rules.*",),
+    "arena/games/skill_sp/rules.py": ("arena.games.skill_sp.rules.*",),
+    "arena/games/skill_sp/controller.py": tuple(
+        f"arena.games.skill_sp.controller.{f}__mutmut_*" for f in (
             "x_beta_rate", "x_quality", "x_exploration_bonus", "x_routing_weight", "x_proposer_reward", "x_task_shape",
             "x__words", "x_jaccard", "x_should_prune", "x_weights_table", "xǁSkillStatsǁ*", *(
                 f"xǁSkillLibraryǁ{m}" for m in ("__init__", "_add", "active", "weights", "route", "record", "co_occur",
@@ -68,72 +68,72 @@ SCOPE: dict[str, tuple[str, ...]] = {
             ),
         )
     ),
-    "games/household/world.py": ("games.household.world.*",),
-    "games/household/tasks.py": ("games.household.tasks.x_satisfied__mutmut_*", "games.household.tasks.x_draw_world_id__mutmut_*"),
-    "games/household/actions.py": ("games.household.actions.*",),
+    "arena/games/household/world.py": ("arena.games.household.world.*",),
+    "arena/games/household/tasks.py": ("arena.games.household.tasks.x_satisfied__mutmut_*", "arena.games.household.tasks.x_draw_world_id__mutmut_*"),
+    "arena/games/household/actions.py": ("arena.games.household.actions.*",),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
 EQUIVALENT: set[str] = {
     # parse_action's match default "exact" -> any other string: every value but "nearest" reads exactly.
-    "games.household.actions.x_parse_action__mutmut_2",
-    "games.household.actions.x_parse_action__mutmut_3",
+    "arena.games.household.actions.x_parse_action__mutmut_2",
+    "arena.games.household.actions.x_parse_action__mutmut_3",
     # no tag in nearest mode: the action "starts" at 1 instead of 0; no <think>...</think> fits before either.
-    "games.household.actions.x__action_text__mutmut_29",
+    "arena.games.household.actions.x__action_text__mutmut_29",
     # normalise: rstrip(".") -> rstrip("XX.XX") runs after lower(), so no "X" is left to strip.
-    "games.household.actions.x_normalise__mutmut_12",
+    "arena.games.household.actions.x_normalise__mutmut_12",
     # kl_penalty's default "k3" -> "XXk3XX" / "K3": every value but "k1" selects k3.
-    "learners.losses.x_kl_penalty__mutmut_1",
-    "learners.losses.x_kl_penalty__mutmut_2",
+    "arena.learners.losses.x_kl_penalty__mutmut_1",
+    "arena.learners.losses.x_kl_penalty__mutmut_2",
     # .sum(-1) -> .sum(+1) on the documented (B, T) tensors: the same dimension.
-    "learners.losses.x_aggregate__mutmut_18",
-    "learners.losses.x_aggregate__mutmut_22",
-    "learners.losses.x_aggregation_weights__mutmut_20",
+    "arena.learners.losses.x_aggregate__mutmut_18",
+    "arena.learners.losses.x_aggregate__mutmut_22",
+    "arena.learners.losses.x_aggregation_weights__mutmut_20",
     # grpo(..., scale=False) -> scale=None: both falsy.
-    "learners.advantages.x_lsp_solver__mutmut_3",
+    "arena.learners.advantages.x_lsp_solver__mutmut_3",
     # super().update(metrics) -> super().update(None): the base update ignores its argument.
-    "learners.schedule.xǁCycleScheduleǁupdate__mutmut_1",
-    "learners.schedule.xǁHysteresisScheduleǁupdate__mutmut_1",
+    "arena.learners.schedule.xǁCycleScheduleǁupdate__mutmut_1",
+    "arena.learners.schedule.xǁHysteresisScheduleǁupdate__mutmut_1",
     # truncate(): self._queue = [] -> None: a finished game never reads its queue
     # (pending_seats and step check `done` first).
     "arena.core.game.xǁLLMGameǁtruncate__mutmut_4",
     # uses.get(name, 0) -> uses.get(name, 1): an unknown name gives 0 or 1, both <= 1.
-    "learners.estimators.xǁEstimatorStatesǁmetrics__mutmut_29",
+    "arena.learners.estimators.xǁEstimatorStatesǁmetrics__mutmut_29",
     # 0.3 * (2 * fmt_ok - 1) -> 0.3 / (...): fmt_ok is always 1 there, so both are 0.3.
-    "games.spy.rules.x_detection_reward_shaped__mutmut_21",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_21",
     # torch.tensor(ints, dtype=torch.long) -> dtype None / no dtype: Python ints infer int64.
-    "learners.advantages.x_group_index__mutmut_14",
-    "learners.advantages.x_group_index__mutmut_16",
+    "arena.learners.advantages.x_group_index__mutmut_14",
+    "arena.learners.advantages.x_group_index__mutmut_16",
     # n_groups + 2, or 1 group for an empty batch: the extra group is never indexed.
-    "learners.advantages.x_group_mean_std__mutmut_6",
-    "learners.advantages.x_group_mean_std__mutmut_7",
+    "arena.learners.advantages.x_group_mean_std__mutmut_6",
+    "arena.learners.advantages.x_group_mean_std__mutmut_7",
     # torch.unique(sorted=True) -> default / sorted=False: on CPU torch returns sorted values either way.
-    "learners.advantages.x_role_advantages__mutmut_12",
-    "learners.advantages.x_role_advantages__mutmut_13",
+    "arena.learners.advantages.x_role_advantages__mutmut_12",
+    "arena.learners.advantages.x_role_advantages__mutmut_13",
     # zip(turns, games, strict=True) -> strict None/False/absent: both lists are built together.
-    "learners.samples.x_credited_rewards__mutmut_11",
-    "learners.samples.x_credited_rewards__mutmut_14",
-    "learners.samples.x_credited_rewards__mutmut_15",
+    "arena.learners.samples.x_credited_rewards__mutmut_11",
+    "arena.learners.samples.x_credited_rewards__mutmut_14",
+    "arena.learners.samples.x_credited_rewards__mutmut_15",
     # register_rule runs at import, before mutmut switches a mutant on: unreachable at test time.
-    "learners.schedule.x_register_rule__mutmut_1",
-    "learners.schedule.x_register_rule__mutmut_2",
-    "learners.schedule.x_register_rule__mutmut_3",
+    "arena.learners.schedule.x_register_rule__mutmut_1",
+    "arena.learners.schedule.x_register_rule__mutmut_2",
+    "arena.learners.schedule.x_register_rule__mutmut_3",
     # The shaped reward's correct-vote branch has fmt_ok = acc = 1, so rewriting a product
     # as a quotient (2*1 vs 2/1, 1.2*1 vs 1.2/1, 0.99*1 vs 0.99/1) or its acc > 0 test
     # (>= 0, `or True`, else 1.0) leaves 2.49.
-    "games.spy.rules.x_detection_reward_shaped__mutmut_24",
-    "games.spy.rules.x_detection_reward_shaped__mutmut_27",
-    "games.spy.rules.x_detection_reward_shaped__mutmut_29",
-    "games.spy.rules.x_detection_reward_shaped__mutmut_32",
-    "games.spy.rules.x_detection_reward_shaped__mutmut_34",
-    "games.spy.rules.x_detection_reward_shaped__mutmut_36",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_24",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_27",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_29",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_32",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_34",
+    "arena.games.spy.rules.x_detection_reward_shaped__mutmut_36",
     # mask_span's unit default "words" -> any other string: every unit but "chars" masks words.
-    "games.spy.rules.x_mask_span__mutmut_1",
-    "games.spy.rules.x_mask_span__mutmut_2",
+    "arena.games.spy.rules.x_mask_span__mutmut_1",
+    "arena.games.spy.rules.x_mask_span__mutmut_2",
     # round(x, 9) -> round(x, 10): both remove the float noise below a half.
-    "games.spy.rules.x_span_length__mutmut_18",
+    "arena.games.spy.rules.x_span_length__mutmut_18",
     # spy_caught: top > 0 -> top >= 0: with no votes every player ties at 0 (n >= 3), never unique.
-    "games.spy.rules.x_spy_caught__mutmut_5",
+    "arena.games.spy.rules.x_spy_caught__mutmut_5",
     # outputs(): a phase never opened gets latest 0 instead of -1, and the last fallback
     # .get((phase, index), {}) -> .get(None, {}): both reach only keys that are not stored.
     "arena.core.game.xǁLLMGameǁoutputs__mutmut_7",
@@ -147,92 +147,92 @@ EQUIVALENT: set[str] = {
     "arena.core.game.xǁLLMGameǁstep__mutmut_7",
     # role_advantages' order default "paper" -> "XXpaperXX" / "PAPER": every order but
     # "code" and "spiral" reads the baseline before the update, as "paper" does.
-    "learners.advantages.x_role_advantages__mutmut_2",
-    "learners.advantages.x_role_advantages__mutmut_3",
+    "arena.learners.advantages.x_role_advantages__mutmut_2",
+    "arena.learners.advantages.x_role_advantages__mutmut_3",
     # --- LSP rules
     # challenger_reward: `r_q is not None` -> `... or True`: mean(None) is 0.0, the else branch's value.
-    "games.lsp.rules.x_challenger_reward__mutmut_5",
+    "arena.games.lsp.rules.x_challenger_reward__mutmut_5",
     # distinct_n: lower() -> upper(): either folds case.
-    "games.lsp.rules.x_distinct_n__mutmut_5",
+    "arena.games.lsp.rules.x_distinct_n__mutmut_5",
     # code_share appends None instead of the line: only len(lines) is read.
-    "games.lsp.rules.x_code_share__mutmut_11",
+    "arena.games.lsp.rules.x_code_share__mutmut_11",
     # extract_query's fmt default "strict" -> "XXstrictXX" / "STRICT": every fmt but "lenient" is strict.
-    "games.lsp.rules.x_extract_query__mutmut_1",
-    "games.lsp.rules.x_extract_query__mutmut_2",
+    "arena.games.lsp.rules.x_extract_query__mutmut_1",
+    "arena.games.lsp.rules.x_extract_query__mutmut_2",
     # final_number without a box: "" -> "XXXX": neither holds a number, so the whole answer is read next.
-    "games.lsp.rules.x_final_number__mutmut_12",
+    "arena.games.lsp.rules.x_final_number__mutmut_12",
     # --- Skill-SP rules
     # proposal_reward's unparsed branch, proposer_reward(False, False, 0.0): with parsed falsy (False
     # or None) it is -1 whatever valid and v_solve (in [0, 1]) are.
-    "games.skill_sp.rules.x_proposal_reward__mutmut_2",
-    "games.skill_sp.rules.x_proposal_reward__mutmut_3",
-    "games.skill_sp.rules.x_proposal_reward__mutmut_9",
-    "games.skill_sp.rules.x_proposal_reward__mutmut_10",
-    # the solver curriculum (learners/estimators.py top_per_stream, moved from games/skill_sp/rules.py)
+    "arena.games.skill_sp.rules.x_proposal_reward__mutmut_2",
+    "arena.games.skill_sp.rules.x_proposal_reward__mutmut_3",
+    "arena.games.skill_sp.rules.x_proposal_reward__mutmut_9",
+    "arena.games.skill_sp.rules.x_proposal_reward__mutmut_10",
+    # the solver curriculum (arena/learners/estimators.py top_per_stream, moved from arena/games/skill_sp/rules.py)
     # with fill: spare > 0 -> spare >= 0: with no spare the slice is the quota's, unchanged.
-    "learners.estimators.x_top_per_stream__mutmut_33",
+    "arena.learners.estimators.x_top_per_stream__mutmut_33",
     # probe_verdict: counts.get(key, 1) + 1 / counts.get(key, 0) + 2: every count shifted by one /
     # doubled, so the ranking, the ties and the argmax are the same.
-    "games.skill_sp.rules.x_probe_verdict__mutmut_18",
-    "games.skill_sp.rules.x_probe_verdict__mutmut_19",
+    "arena.games.skill_sp.rules.x_probe_verdict__mutmut_18",
+    "arena.games.skill_sp.rules.x_probe_verdict__mutmut_19",
     # --- Skill-SP controller
     # task_shape: json.dumps sort_keys True -> None / False / absent: shape() builds every dict from
     # sorted(items()), so the insertion order is already sorted.
-    "games.skill_sp.controller.x_task_shape__mutmut_10",
-    "games.skill_sp.controller.x_task_shape__mutmut_12",
-    "games.skill_sp.controller.x_task_shape__mutmut_14",
+    "arena.games.skill_sp.controller.x_task_shape__mutmut_10",
+    "arena.games.skill_sp.controller.x_task_shape__mutmut_12",
+    "arena.games.skill_sp.controller.x_task_shape__mutmut_14",
     # SkillStats.record clips the proposer reward to [0, 1]; an upper clip of 2 never binds (r <= 1).
-    "games.skill_sp.controller.xǁSkillStatsǁrecord__mutmut_45",
+    "arena.games.skill_sp.controller.xǁSkillStatsǁrecord__mutmut_45",
     # jaccard: `if a | b` -> `if a & b`: for disjoint sets both give 0.
-    "games.skill_sp.controller.x_jaccard__mutmut_4",
+    "arena.games.skill_sp.controller.x_jaccard__mutmut_4",
     # weights_table: `or 1.0` -> `or 2.0`: weights are positive, so the sum is 0 only for an empty table.
-    "games.skill_sp.controller.x_weights_table__mutmut_5",
+    "arena.games.skill_sp.controller.x_weights_table__mutmut_5",
     # route: k <= 0 -> k < 0: k = 0 reaches rng.choice(size=0), which returns and draws nothing.
-    "games.skill_sp.controller.xǁSkillLibraryǁroute__mutmut_4",
+    "arena.games.skill_sp.controller.xǁSkillLibraryǁroute__mutmut_4",
     # --- household world
     # World.key sorts where.items(), whose first elements are distinct object names: the sort never
     # compares the receptacle, so any key on it (or none) gives the same order.
-    "games.household.world.x__none_last__mutmut_2",
-    "games.household.world.x__none_last__mutmut_4",
-    "games.household.world.xǁWorldǁkey__mutmut_4",
-    "games.household.world.xǁWorldǁkey__mutmut_6",
+    "arena.games.household.world.x__none_last__mutmut_2",
+    "arena.games.household.world.x__none_last__mutmut_4",
+    "arena.games.household.world.xǁWorldǁkey__mutmut_4",
+    "arena.games.household.world.xǁWorldǁkey__mutmut_6",
     # generate: sorting the objects of one receptacle by (its kind, name) instead of (kind, name):
     # the kind is then equal, and a name's text order already follows its kind (a kind that is a
     # prefix of another is followed by a space, which sorts before any letter).
-    "games.household.world.x_generate__mutmut_106",
+    "arena.games.household.world.x_generate__mutmut_106",
     # generate's receptacle order (kind, copy number): every kind is one word and copy numbers are
     # 1 to 4, so sorting the names as text (no key), or splitting them another way, gives the same.
-    "games.household.world.x_generate__mutmut_45",
-    "games.household.world.x_generate__mutmut_47",
-    "games.household.world.x_generate__mutmut_51",
-    "games.household.world.x_generate__mutmut_54",
-    "games.household.world.x_generate__mutmut_55",
-    "games.household.world.x_generate__mutmut_57",
+    "arena.games.household.world.x_generate__mutmut_45",
+    "arena.games.household.world.x_generate__mutmut_47",
+    "arena.games.household.world.x_generate__mutmut_51",
+    "arena.games.household.world.x_generate__mutmut_54",
+    "arena.games.household.world.x_generate__mutmut_55",
+    "arena.games.household.world.x_generate__mutmut_57",
     # --- AUSO
     # AusoDistill._allowed passes max_capped=1.0 to distill_allowed; 2.0: a share is at most 1 either way.
-    "learners.auso.xǁAusoDistillǁ_allowed__mutmut_23",
+    "arena.learners.auso.xǁAusoDistillǁ_allowed__mutmut_23",
     # action_mean: .sum(-1) -> .sum(+1) on the documented (N, T) tensors: the same dimension.
-    "learners.auso.x_action_mean__mutmut_4",
-    "learners.auso.x_action_mean__mutmut_8",
+    "arena.learners.auso.x_action_mean__mutmut_4",
+    "arena.learners.auso.x_action_mean__mutmut_8",
     # float("-inf") -> float("-INF"): the same value.
-    "learners.auso.x_probe_bins__mutmut_38",
-    "learners.auso.x_topk_tail__mutmut_40",
+    "arena.learners.auso.x_probe_bins__mutmut_38",
+    "arena.learners.auso.x_topk_tail__mutmut_40",
     # centred_tanh: top > eps -> top >= eps: top is the largest |m| of tanh values of z-scores with
     # standard deviation 1 (then top is far above eps) or all 0 (spread below eps), never near eps.
-    "learners.auso.x_centred_tanh__mutmut_68",
+    "arena.learners.auso.x_centred_tanh__mutmut_68",
     # q.topk(k, dim=-1) -> q.topk(k): the default dimension is -1.
-    "learners.auso.x_topk_tail__mutmut_14",
+    "arena.learners.auso.x_topk_tail__mutmut_14",
     # _zscore: n_groups + 2, or 1 group for an empty batch: the extra group is never indexed.
-    "learners.auso.x__zscore__mutmut_6",
-    "learners.auso.x__zscore__mutmut_7",
+    "arena.learners.auso.x__zscore__mutmut_6",
+    "arena.learners.auso.x__zscore__mutmut_7",
     # A sample without the probe (NaN value) is alone in its group, so its m is 0 and its weight 1
     # whatever pass rate (its own, 1.0) or filled value (nan_to_num(None) = 0.0, 1.0) it gets.
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_35",
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_44",
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_58",
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_59",
+    "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_35",
+    "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_44",
+    "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_58",
+    "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_59",
     # A missing pass_rate 0.0 -> 1.0: the gate 4p(1-p) is 0 at both.
-    "learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_43",
+    "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_43",
 }
 
 #: Mutants that only a test needing the bubblewrap sandbox can reach (it costs seconds per
@@ -240,7 +240,7 @@ EQUIVALENT: set[str] = {
 #: in bench/MUTATION.md. tests/games/test_skill_sp_controller.py's sandbox test exercises this code.
 SANDBOX_ONLY: set[str] = {
     # SkillLibrary.induce with a pool: the loop over the sandbox's verdicts on the package's own examples.
-    *(f"games.skill_sp.controller.xǁSkillLibraryǁinduce__mutmut_{i}" for i in range(12, 20)),
+    *(f"arena.games.skill_sp.controller.xǁSkillLibraryǁinduce__mutmut_{i}" for i in range(12, 20)),
 }
 
 KILLED = {1, 3, 37}  # pytest failed / internal error / caught by type check

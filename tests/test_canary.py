@@ -48,10 +48,10 @@ def test_check_gap_stops_above_the_bound_with_one_line() -> None:
 
 def test_auto_bound_follows_the_generator_dtype_and_the_config_checks_it() -> None:
     assert auto_max_gap("float32") == FLOAT32_MAX_GAP < auto_max_gap("bfloat16") == auto_max_gap("float16") == HALF_MAX_GAP
-    assert load_config(ROOT / "games/spy/spy.yaml").train.sync_canary_max_gap == "auto"
-    assert load_config(ROOT / "games/spy/spy.yaml", ["train.sync_canary_max_gap=null"]).train.sync_canary_max_gap is None
+    assert load_config(ROOT / "arena/games/spy/spy.yaml").train.sync_canary_max_gap == "auto"
+    assert load_config(ROOT / "arena/games/spy/spy.yaml", ["train.sync_canary_max_gap=null"]).train.sync_canary_max_gap is None
     with pytest.raises(ConfigError, match=r"train.sync_canary_max_gap: must be a positive number .* \(got 0\)"):
-        load_config(ROOT / "games/spy/spy.yaml", ["train.sync_canary_max_gap=0"])
+        load_config(ROOT / "arena/games/spy/spy.yaml", ["train.sync_canary_max_gap=0"])
 
 
 def test_canary_takes_the_shortest_completions_of_the_trainable_policy() -> None:

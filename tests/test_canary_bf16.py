@@ -26,8 +26,8 @@ import torch
 from arena.loop.canary import HALF_MAX_GAP, sync_gap
 from arena.core.types import Sample
 from forked_runs import digit_model
-from learners.config import LearnerConfig
-from learners.update import Learner, rounded_weights
+from arena.learners.config import LearnerConfig
+from arena.learners.update import Learner, rounded_weights
 from test_league import tiny_model  # noqa: F401  (the fixture)
 
 SETS = [
@@ -84,7 +84,7 @@ def test_a_correct_half_sync_reads_as_rounding_and_a_stale_one_does_not(ties: Pa
     nothing to catch), so it is tried at 1e-3."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from policies.hf import HFPolicy
+    from arena.policies.hf import HFPolicy
 
     tok = AutoTokenizer.from_pretrained(ties)
     digits = tok.convert_tokens_to_ids([str(d) for d in range(10)])

@@ -7,7 +7,7 @@ from hypothesis import given
 
 from arena.core.registry import game_class, registered_games
 from arena.testing import check_any_text_is_legal, check_game, completions
-from policies.scripted import random_bot
+from arena.policies.scripted import random_bot
 
 
 @pytest.mark.parametrize("name", sorted(registered_games()))

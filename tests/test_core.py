@@ -18,7 +18,7 @@ import pytest
 from arena.core.types import read_jsonl
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
-from policies.base import Request, SamplingParams
+from arena.policies.base import Request, SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIZ = ROOT / "tests" / "fixtures" / "quiz.yaml"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from learners.config import LearnerConfig
+from arena.learners.config import LearnerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

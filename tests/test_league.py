@@ -45,7 +45,7 @@ def test_latest_and_uniform():
 
 def test_unknown_sampler_is_a_config_error():
     with pytest.raises(ConfigError, match="train.league: sampler must be one of latest, uniform, pfsp"):
-        load_config(ROOT / "games/spy/spy.yaml", ["train.league.sampler=best"])
+        load_config(ROOT / "arena/games/spy/spy.yaml", ["train.league.sampler=best"])
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ LEAGUE_SETS = [
 
 
 def league_config(model: Path):
-    return load_config(ROOT / "games/spy/spy.yaml", [f"policies.learner.model={model}", *LEAGUE_SETS])
+    return load_config(ROOT / "arena/games/spy/spy.yaml", [f"policies.learner.model={model}", *LEAGUE_SETS])
 
 
 def league_rows(run: Path) -> list[dict]:

@@ -26,7 +26,7 @@ SETS = [
 
 def test_bots_are_league_members_drawn_and_rated(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
     seed_everything(0)
-    cfg = load_config(ROOT / "games/openspiel/kuhn.yaml", [f"policies.learner.model={tiny_model}", *SETS])
+    cfg = load_config(ROOT / "arena/games/openspiel/kuhn.yaml", [f"policies.learner.model={tiny_model}", *SETS])
     trainer = Trainer(cfg, tmp_path / "run")
     rows = trainer.run()
     names = [m.name for m in trainer.league.members]  # type: ignore[union-attr]
@@ -42,8 +42,8 @@ def test_bots_are_league_members_drawn_and_rated(tiny_model: Path, tmp_path: Pat
 
 def test_an_unknown_bot_is_one_line(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
     with pytest.raises(ConfigError, match="train.league.bots") as e:
-        Trainer(load_config(ROOT / "games/openspiel/kuhn.yaml", [f"policies.learner.model={tiny_model}", *SETS,
+        Trainer(load_config(ROOT / "arena/games/openspiel/kuhn.yaml", [f"policies.learner.model={tiny_model}", *SETS,
                                                                  "train.league.bots=[scripted:nosuchbot]"]), tmp_path / "x")
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="train.league: bots: .cfr. is not a scripted opponent"):
-        load_config(ROOT / "games/openspiel/kuhn.yaml", ["train.league.bots=[cfr]"])  # "train.league: bots: ..."
+        load_config(ROOT / "arena/games/openspiel/kuhn.yaml", ["train.league.bots=[cfr]"])  # "train.league: bots: ..."

@@ -15,7 +15,7 @@ The one-rank reference is a real ``arena.train`` process forked from the shared 
 The same three checks run with ``learner.backend=deepspeed`` and ZeRO stage 2 (gradients
 reduced and optimizer state partitioned by DeepSpeed; each rank saves its own optimizer
 partition). Until DeepSpeed's CPU shared-memory all-reduce op was kept from building
-(``learners.ds.skip_shm_comm_build``), its spinning made single ZeRO steps take minutes on
+(``arena.learners.ds.skip_shm_comm_build``), its spinning made single ZeRO steps take minutes on
 this 2-core box and one finished run never exited; without it a 2-rank ZeRO-2 run of two
 steps takes about 22 s here.
 

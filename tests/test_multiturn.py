@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from arena.runner import Runner
-from policies.base import SamplingParams
-from policies.hardware import resolve_dtype
+from arena.policies.base import SamplingParams
+from arena.policies.hardware import resolve_dtype
 from tests.fixtures.walk import WalkGame
 
 MAX_LEN, BUDGET = 128, 8  # small, so the walk outgrows it fast and the test stays short
@@ -38,7 +38,7 @@ def _check(episodes, overflow: str) -> None:
 
 @pytest.mark.parametrize("overflow", ["truncate", "end"])
 def test_walk_through_hf(overflow: str) -> None:
-    from policies.hf import HFPolicy
+    from arena.policies.hf import HFPolicy
 
     policy = HFPolicy("smollm2-135m", dtype=resolve_dtype("auto"), max_model_len=MAX_LEN, overflow=overflow, name="p")
     _check(_play(policy), overflow)
@@ -47,7 +47,7 @@ def test_walk_through_hf(overflow: str) -> None:
 @pytest.mark.vllm
 def test_walk_through_vllm() -> None:
     pytest.importorskip("vllm", reason="vLLM is not installed")
-    from policies.vllm import VLLMPolicy
+    from arena.policies.vllm import VLLMPolicy
 
     policy = VLLMPolicy("smollm2-135m", dtype=resolve_dtype("auto"), max_model_len=MAX_LEN, kv_cache_gb=1, name="p")
     _check(_play(policy), "truncate")

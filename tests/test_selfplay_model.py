@@ -7,8 +7,8 @@ import math
 import pytest
 
 from arena.runner import Runner
-from games.spy import SpyGame
-from policies.base import SamplingParams
+from arena.games.spy import SpyGame
+from arena.policies.base import SamplingParams
 
 pytestmark = pytest.mark.slow
 

@@ -66,7 +66,7 @@ def test_the_cli_exits_2_with_one_line_before_any_model_loads(capsys: pytest.Cap
 
 def test_household_configs_evaluate_in_domain_and_held_out_worlds() -> None:
     for name in ("household.yaml", "household.auso.yaml"):
-        cfg = load_config(ROOT / "games/household" / name)
+        cfg = load_config(ROOT / "arena/games/household" / name)
         evals = {e.name: e for e in cfg.train.evals}
         assert set(evals) == {"in_domain", "held_out"}
         for key, e in evals.items():
@@ -99,7 +99,7 @@ def test_logged_keys_and_metric_patterns() -> None:
 
 
 def test_reseeding_mixes_the_salt_into_every_request_seed() -> None:
-    from policies.base import Request
+    from arena.policies.base import Request
 
     class Echo:
         name = "echo"

@@ -32,7 +32,7 @@ from arena.core.types import Episode, Sample, Turn
 from arena.view import render
 from arena.view.record import EpisodeLog, match_samples, step_file
 from arena.view.store import RunStore
-from policies.scripted import ScriptedPolicy, make_bot
+from arena.policies.scripted import ScriptedPolicy, make_bot
 
 ROOT = Path(__file__).resolve().parents[1]
 # Not into the tracked bench/screenshots by default: a test run must leave the tree clean.

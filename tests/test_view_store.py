@@ -9,7 +9,7 @@ from pathlib import Path
 from arena.loop.config import load_config
 from arena.runner import EpisodeSpec, Runner, SeatMap
 from arena.view.store import RunStore
-from policies.scripted import ScriptedPolicy, make_bot
+from arena.policies.scripted import ScriptedPolicy, make_bot
 from test_view import TINY, make_scripted_run
 
 

@@ -18,11 +18,11 @@ from arena.core.errors import ConfigError
 from arena.core.types import Episode, Turn, write_jsonl
 from arena.loop.config import load_config
 from arena.loop.warm_start import batch_indices, demonstrations, episode_turns, play_bots, read_pairs, tokenize
-from policies.base import chat_prompt_ids
+from arena.policies.base import chat_prompt_ids
 from test_league import tiny_model  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-SPY = ROOT / "games/spy/spy.yaml"
+SPY = ROOT / "arena/games/spy/spy.yaml"
 SETS = [
     "policies.learner.backend=hf", "policies.learner.dtype=float32", "policies.learner.sampling.max_new_tokens=256",
     "learner.param_dtype=float32", "runner.num_envs=2", "runner.progress=false", "train.games_per_step=2",

@@ -12,7 +12,7 @@ byte-for-byte the one-process run). With several ranks :func:`init` starts the d
 process group, gloo on CPU, NCCL where the learner runs on CUDA (rank ``r`` then uses
 ``cuda:LOCAL_RANK``).
 
-How a step is split (arena/loop/trainer.py, learners/update.py): the step's ``G`` game specs
+How a step is split (arena/loop/trainer.py, arena/learners/update.py): the step's ``G`` game specs
 are cut into ``W`` contiguous blocks of ``G / W`` (:meth:`Dist.block`), rank ``r`` plays
 block ``r``; the finished episodes are gathered (:func:`gather`) so every rank computes the
 advantages, estimator states, game metrics and cross-episode state of the whole step,

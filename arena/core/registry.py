@@ -17,12 +17,12 @@ import importlib
 from typing import Any
 
 GAMES: dict[str, str] = {
-    "spy": "games.spy:SpyGame",
-    "lsp": "games.lsp:LspGame",
-    "household": "games.household:HouseholdGame",
-    "skill_sp": "games.skill_sp:SkillSpGame",
-    "openspiel": "games.openspiel:OpenSpielGame",
-    "textarena": "games.textarena:TextArenaGame",
+    "spy": "arena.games.spy:SpyGame",
+    "lsp": "arena.games.lsp:LspGame",
+    "household": "arena.games.household:HouseholdGame",
+    "skill_sp": "arena.games.skill_sp:SkillSpGame",
+    "openspiel": "arena.games.openspiel:OpenSpielGame",
+    "textarena": "arena.games.textarena:TextArenaGame",
 }
 
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from arena.core.errors import ConfigError
 from arena.core.game import GameState
 from arena.runner import Runner, SamplingFn, SeatMap
-from policies.base import Policy, SamplingParams
-from policies.config import HumanSpec, ModelPolicySpec, RewardModelSpec, ScriptedSpec, shorthand_policy
+from arena.policies.base import Policy, SamplingParams
+from arena.policies.config import HumanSpec, ModelPolicySpec, RewardModelSpec, ScriptedSpec, shorthand_policy
 
 if TYPE_CHECKING:  # annotations only: the config imports the parts' models, not this assembly
     from arena.loop.config import ArenaConfig
@@ -74,13 +74,13 @@ def build_policies(
             policies[name] = scripted_policy(cfg, spec, name, field=f"policies.{name}.bot")
     for name, spec in specs.items():
         if isinstance(spec, HumanSpec):
-            from policies.human import HumanPolicy
+            from arena.policies.human import HumanPolicy
 
             policies[name] = HumanPolicy()
         elif isinstance(spec, RewardModelSpec):
-            from policies.reward_model import RewardModelPolicy
+            from arena.policies.reward_model import RewardModelPolicy
 
-            from policies.hardware import resolve_dtype
+            from arena.policies.hardware import resolve_dtype
 
             policies[name] = RewardModelPolicy(
                 spec.model, dtype=resolve_dtype(spec.dtype, spec.device), device=spec.device, max_batch_size=spec.max_batch_size,
@@ -95,7 +95,7 @@ def build_policies(
 
 def scripted_policy(cfg: ArenaConfig, spec: ScriptedSpec, name: str, field: str) -> Policy:
     """The game's scripted bot ``spec.bot``; an unknown bot is a one-line error naming ``field``."""
-    from policies.scripted import ScriptedPolicy, make_bot
+    from arena.policies.scripted import ScriptedPolicy, make_bot
 
     try:
         return ScriptedPolicy(make_bot(cfg.game.cls, spec.bot), name=name)
@@ -119,7 +119,7 @@ def make_model_policy(
     """The configured generation backend for one model policy. ``lora_rank``: a vLLM engine that will
     be handed LoRA adapters of this rank (the trainable policy of a ``learner.lora`` run)."""
     if spec.backend == "hf":
-        from policies.hf import HFPolicy
+        from arena.policies.hf import HFPolicy
 
         model: Any = spec.model
         tokenizer = None
@@ -131,7 +131,7 @@ def make_model_policy(
             overflow=spec.overflow, prefix_sharing=spec.prefix_sharing, **kwargs,
         )
     if spec.backend == "vllm":
-        from policies.vllm import VLLMPolicy
+        from arena.policies.vllm import VLLMPolicy
 
         return VLLMPolicy(
             spec.model, dtype=spec.resolved_dtype, max_model_len=spec.max_model_len or 2048,
@@ -139,7 +139,7 @@ def make_model_policy(
             enable_sleep_mode=spec.enable_sleep_mode, name=name, kv_cache_gb=spec.kv_cache_gb,
             seeded=spec.seeded_sampling, overflow=spec.overflow, lora_rank=lora_rank,
         )
-    from policies.openai import OpenAIPolicy
+    from arena.policies.openai import OpenAIPolicy
 
     if spec.base_url is None:  # the spec's validator already requires it
         raise ConfigError(f"policies.{name}.base_url: backend 'openai' needs base_url")

@@ -89,7 +89,7 @@ def sync_gap(generator: Any, learner: Any, samples: Sequence[Sample], dtype: str
 
 def generator_logprobs(generator: Any, samples: Sequence[Sample]) -> list[list[float]]:
     """``generator.score`` of each sample's completion at temperature 1 (the model's own distribution)."""
-    from policies.base import SamplingParams
+    from arena.policies.base import SamplingParams
 
     params = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=1)
     return [generator.score(s.prompt_ids, s.completion_ids, params) for s in samples]

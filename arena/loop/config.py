@@ -6,8 +6,8 @@ in ``games/spy/spy.yaml`` is reported as ``game.mask_ratio`` with the bad value 
 what would be valid, before any model is loaded. ``--set a.b=value`` overrides
 any key; the value is parsed as YAML (``--set game.n_players=4``).
 Each part owns its config model and this module composes them: the policy table
-(policies/config.py), the learner and its schedule (learners/config.py,
-learners/schedule.py), the runner (arena/runner.py), evaluations
+(arena/policies/config.py), the learner and its schedule (arena/learners/config.py,
+arena/learners/schedule.py), the runner (arena/runner.py), evaluations
 (arena/loop/evals.py) and the league (arena/loop/league.py); the game's settings
 are the game's own ``config_type``. Errors are :class:`arena.core.errors.ConfigError`.
 """
@@ -29,9 +29,9 @@ from arena.loop.league import LeagueConfig
 from arena.loop.rollouts import AsyncConfig
 from arena.loop.warm_start import WarmStartConfig, check_warm_start, parse_warm_start
 from arena.runner import RunnerSection
-from learners.config import LearnerConfig
-from learners.schedule import JointConfig, ScheduleConfig, schedule_phases
-from policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
+from arena.learners.config import LearnerConfig
+from arena.learners.schedule import JointConfig, ScheduleConfig, schedule_phases
+from arena.policies.config import POLICY_KINDS, ModelPolicySpec, PolicySpec, shorthand_policy
 
 
 class GameSection(BaseModel):
@@ -368,8 +368,8 @@ def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
 
 def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
     """Every scripted policy names a bot the game has (before a tournament prints its schedule)."""
-    from policies.config import ScriptedSpec
-    from policies.scripted import make_bot
+    from arena.policies.config import ScriptedSpec
+    from arena.policies.scripted import make_bot
 
     for pname, spec in cfg.policies.items():
         if isinstance(spec, ScriptedSpec):
@@ -392,8 +392,8 @@ def check_probes_and_metrics(cfg: ArenaConfig, env: Any, origin: str = "config")
     """Every probe an objective term reads is one the game records (AUSO's 'teacher' needs household's
     ``skills.probes: true``), and every episode metric an estimator reads (AUSO's ``pass_metric``) is one the
     game reports: one game played with the action spaces' examples tells, no model needed."""
-    from learners.estimators import get_estimator
-    from learners.objectives import get_objective
+    from arena.learners.estimators import get_estimator
+    from arena.learners.objectives import get_objective
 
     probes: list[tuple[str, str]] = []
     for i, term in enumerate(cfg.learner.objectives):
@@ -463,11 +463,18 @@ def check_eval_metrics(cfg: ArenaConfig, origin: str = "config") -> None:
 def default_config_path(name: str) -> Path | None:
     """A registered game's own YAML (``<its package>/<name>.yaml``) when ``name`` is a game, not a file.
 
-    ``spy`` and ``games/spy.yaml`` (when no such file exists) both name ``games/spy/spy.yaml``.
+    ``spy`` and ``games/spy.yaml`` (when no such file exists) both name ``arena/games/spy/spy.yaml``;
+    ``games/<path>`` names ``<path>`` inside the installed :mod:`arena.games` (the built-in configs'
+    documented paths, e.g. ``games/openspiel/kuhn.yaml``), from a checkout and from an installed wheel.
     """
     given = Path(name)
     if given.exists():
         return None
+    if not given.is_absolute() and len(given.parts) > 2 and given.parts[0] == "games":
+        import arena.games
+
+        shipped = Path(arena.games.__file__).parent.joinpath(*given.parts[1:])
+        return shipped if shipped.is_file() else None
     if given.suffix in (".yaml", ".yml") and given.parent.name == "games":
         name = given.stem  # games/<name>.yaml: the game's own YAML
     elif "/" in name or name.endswith((".yaml", ".yml")):

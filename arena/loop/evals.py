@@ -16,7 +16,7 @@ Exact evaluations (``kind: exact``)
     Nothing is played: the game computes metrics from the seats' action
     probabilities (``LLMGame.policy_metrics``; OpenSpiel games give NashConv
     and exploitability with the uniform and CFR+ reference points, see
-    games/openspiel/exact.py and arena/loop/exact.py), logged as
+    arena/games/openspiel/exact.py and arena/loop/exact.py), logged as
     ``eval/<name>/<metric>`` with no interval (the values are exact). ``games``
     and ``metrics`` are unused; ``set`` applies.
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from arena.core.errors import ConfigError
 from arena.core.game_types import ActionProbs, ActionQuery
-from policies.base import Request, SamplingParams
+from arena.policies.base import Request, SamplingParams
 
 
 def normalise(logps: Sequence[float]) -> list[float]:

@@ -35,12 +35,12 @@ from arena.loop.canary import auto_max_gap, canary_samples, canary_stats, check_
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
 from arena.loop.config import ArenaConfig
 from arena.runner import EpisodeSpec, generate_texts
-from learners.estimators import EstimatorStates
-from learners.progress import Progress
-from learners.samples import build_samples
-from learners.schedule import make_schedule
-from learners.update import Learner
-from policies.config import ModelPolicySpec
+from arena.learners.estimators import EstimatorStates
+from arena.learners.progress import Progress
+from arena.learners.samples import build_samples
+from arena.learners.schedule import make_schedule
+from arena.learners.update import Learner
+from arena.policies.config import ModelPolicySpec
 
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s")
 
@@ -55,7 +55,7 @@ def seed_everything(seed: int) -> None:
 def resolve_precision(learner: Any) -> Any:
     """``param_dtype: auto`` and ``autocast_bf16: auto`` made concrete for the learner's device:
     bf16 weights where bf16 is fast, and then no autocast (the weights are bf16 already)."""
-    from policies.hardware import fast_bf16
+    from arena.policies.hardware import fast_bf16
 
     fast = fast_bf16(learner.device) and learner.backend == "torch"
     update: dict[str, Any] = {}
@@ -69,7 +69,7 @@ def resolve_precision(learner: Any) -> Any:
 def precision_report(cfg: ArenaConfig) -> str:
     """One line: what ``dtype: auto`` resolved to for each model policy that uses it, with the reason,
     and the learner's weights and autocast (printed by ``arena.train`` at start-up)."""
-    from policies.hardware import auto_dtype
+    from arena.policies.hardware import auto_dtype
 
     parts = []
     for name, spec in cfg.policies.items():
@@ -123,7 +123,7 @@ class Trainer:
         self.generator = self.policies[cfg.trainable]
         spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
         learner_cfg = resolve_precision(cfg.learner)
-        from learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
+        from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
 
         caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
         learner_cfg = resolve_length_cap(learner_cfg, max(caps))
@@ -144,7 +144,7 @@ class Trainer:
         self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref, dist)
         self.adapter_sync = None
         if learner_cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
-            from learners.lora import set_base_name
+            from arena.learners.lora import set_base_name
 
             set_base_name(self.learner.module, portable_model_name(spec.model))
             if hasattr(self.generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
@@ -346,7 +346,7 @@ class Trainer:
 
     def _tokenize_probes(self, episodes: Sequence[Episode]) -> None:
         """Token ids of the probe prompts games attached to trainable turns (for objective terms)."""
-        from policies.base import chat_prompt_ids
+        from arena.policies.base import chat_prompt_ids
 
         for ep in episodes:
             for turn in ep.turns:
@@ -357,11 +357,11 @@ class Trainer:
         """Push the learner's weights into the generator (no-op when they share the model).
 
         LoRA: a vLLM generator gets the adapter alone (saved to a fresh folder, served under a new
-        name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (learners/lora.py), so it
+        name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (arena/learners/lora.py), so it
         generates at a plain model's speed, with no adapter matmuls per token."""
         if shares_model(self.generator, self.learner.module):
             return
-        from learners.lora import is_lora, merged_state_dict
+        from arena.learners.lora import is_lora, merged_state_dict
 
         gen_model = getattr(self.generator, "model", None)
         learner_model = self.learner.module
@@ -370,7 +370,7 @@ class Trainer:
             self.generator.load_adapter(str(self.adapter_sync.write(learner_model)))  # type: ignore[attr-defined]
             return
         if self.learner.engine is not None:
-            from learners.ds import gathered_state_dict
+            from arena.learners.ds import gathered_state_dict
 
             state = gathered_state_dict(self.learner.engine, merged=lora)
         else:
@@ -473,7 +473,7 @@ class Trainer:
 
 def shares_model(generator: Any, module: Any) -> bool:
     """The generator runs on the learner's own model (a LoRA learner's base, adapters injected): no sync."""
-    from learners.lora import base_model
+    from arena.learners.lora import base_model
 
     gen_model = getattr(generator, "model", None)
     return gen_model is not None and any(gen_model is m for m in (module, base_model(module)))
@@ -482,7 +482,7 @@ def shares_model(generator: Any, module: Any) -> bool:
 def restore_weights(module: Any, folder: Path) -> None:
     """Load a checkpoint's ``model/`` into the learner's module: the adapter (a LoRA run) or every
     weight; a LoRA checkpoint for a full learner, or the reverse, is a one-line error."""
-    from learners.lora import is_lora, load_adapter_state
+    from arena.learners.lora import is_lora, load_adapter_state
 
     adapter = (folder / "adapter_model.safetensors").is_file()
     if adapter != is_lora(module):

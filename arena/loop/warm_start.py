@@ -2,7 +2,7 @@
 
 A small model may not write a game's format at all (Skill-SP's proposals, household's actions), so
 self-play has no signal to learn from. The warm start first fits the trainable policy to
-demonstrations by maximum likelihood (learners/sft.py: completion-token NLL, masked like the RL
+demonstrations by maximum likelihood (arena/learners/sft.py: completion-token NLL, masked like the RL
 samples, through the same learner), then self-play begins from those weights.
 
 **Sources** (``source:``):
@@ -151,7 +151,7 @@ def check_warm_start(cfg: Any, origin: str = "config") -> None:
     if isinstance(ws, EpisodesSource | PairsSource) and not Path(ws.path).is_file():
         raise ConfigError(f"{where}.path: no such file {ws.path!r}")
     if isinstance(ws, BotsSource):
-        from policies.scripted import make_bot
+        from arena.policies.scripted import make_bot
 
         for pattern, bot in ws.bots.items():
             try:
@@ -228,7 +228,7 @@ def read_pairs(path: str) -> list[tuple[list[ChatMessage], str, str, str, bool]]
 def play_bots(cfg: Any, ws: BotsSource) -> list[Episode]:
     """The bots' games, played through the runner with the game's own cross-episode state."""
     from arena.runner import EpisodeSpec, Runner, SeatMap
-    from policies.scripted import ScriptedPolicy, make_bot
+    from arena.policies.scripted import ScriptedPolicy, make_bot
 
     settings = bots_settings(cfg, ws) if ws.game else cfg.game.settings
     make_env = lambda: cfg.game.cls(settings)  # noqa: E731
@@ -241,7 +241,7 @@ def play_bots(cfg: Any, ws: BotsSource) -> list[Episode]:
 
 def tokenize(tokenizer: Any, messages: list[ChatMessage], text: str, ends: bool) -> tuple[list[int], list[int]]:
     """Prompt ids as the policy encodes them; the completion's ids (a written start it repeats removed) and EOS."""
-    from policies.base import chat_prompt_ids
+    from arena.policies.base import chat_prompt_ids
 
     last = messages[-1]
     if last["role"] == "assistant" and last.get("continue_final") and text.startswith(last["content"]):
@@ -252,7 +252,7 @@ def tokenize(tokenizer: Any, messages: list[ChatMessage], text: str, ends: bool)
 
 def demonstrations(cfg: Any, tokenizer: Any, max_len: int | None) -> tuple[list[Sample], dict[str, float]]:
     """The warm start's samples and counts (``demos``, ``tokens``, ``too_long``, ``episodes``)."""
-    from learners.sft import demo_sample
+    from arena.learners.sft import demo_sample
 
     ws = cfg.train.warm_start
     stats: dict[str, float] = {}
@@ -325,7 +325,7 @@ class WarmStart:
 
     def run(self, trainer: Any, until: int | None = None) -> None:
         """Warm-start steps up to the last (or ``until``), checkpointing through ``trainer.save``."""
-        from learners.sft import reset_optimizer, set_lr, sft_step
+        from arena.learners.sft import reset_optimizer, set_lr, sft_step
 
         if self.done:
             return

@@ -5,7 +5,7 @@
 
 Both policies answer each held-out instruction (``--data``: a JSONL file of
 ``{"instruction": ...}`` lines, optional ``"id"``; default: the 100 instructions
-shipped in ``games/lsp/data/instructions.jsonl``, written for this project).
+shipped in ``arena/games/lsp/data/instructions.jsonl``, written for this project).
 The judge, any policy the config names (the frozen built-in model on CPU, a
 strong model behind an OpenAI-compatible server on a real setup), sees the
 instruction and the two answers as (a) and (b) and names the better one. Each
@@ -31,9 +31,9 @@ from typing import Literal
 
 from arena.core.errors import OneLineParser
 from arena.core.types import ChatMessage
-from policies.base import Policy, Request, SamplingParams
+from arena.policies.base import Policy, Request, SamplingParams
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "games" / "lsp" / "data" / "instructions.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "games" / "lsp" / "data" / "instructions.jsonl"
 
 JUDGE_PROMPT = (
     "You are comparing two AI assistants' responses to the same instruction. Pick the response that "

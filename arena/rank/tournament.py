@@ -49,7 +49,7 @@ import yaml
 from arena.core.errors import ConfigError, OneLineParser
 from arena.loop.config import ArenaConfig, check_bots, check_models, load_config
 from arena.stats.heldout import held_out_seeds
-from policies.config import ModelPolicySpec, shorthand_policy
+from arena.policies.config import ModelPolicySpec, shorthand_policy
 from arena.stats.ratings import (
     GameResult,
     bradley_terry,

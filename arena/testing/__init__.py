@@ -32,7 +32,7 @@ from arena.testing.strategies import ADVERSARIAL, LONG, completions
 
 def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] = (0, 1, 2)) -> None:
     """Run the whole kit on one game constructor."""
-    from policies.scripted import ScriptedPolicy, random_bot
+    from arena.policies.scripted import ScriptedPolicy, random_bot
 
     for seed in seeds:  # arena's own checks first: their messages name the seat and phase
         check_seed_determinism(env_fn, seed)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.view.files import Refused
-from policies.base import Completion, Request
+from arena.policies.base import Completion, Request
 
 PERSON = "person"
 MAX_SESSIONS = 4  # live games at once (each holds a thread)
@@ -45,7 +45,7 @@ class IdleTimeout(Exception):
 
 
 class BrowserSeat:
-    """A :class:`~policies.base.Policy` answered through the play page, one request at a time."""
+    """A :class:`~arena.policies.base.Policy` answered through the play page, one request at a time."""
 
     def __init__(self, session: PlaySession):
         self.name = PERSON
@@ -128,8 +128,8 @@ class PlayHost:
     def opponents(self, cfg: Any, config_name: str = "run") -> list[str]:
         """Policy names the config can name: its policies, this run's checkpoints (with the run's
         own config), the game's bots."""
-        from policies.config import ModelPolicySpec
-        from policies.scripted import available_bots
+        from arena.policies.config import ModelPolicySpec
+        from arena.policies.scripted import available_bots
 
         names = [n for n, s in cfg.policies.items() if not getattr(s, "kind", "") == "human"]
         if config_name == "run" and any(isinstance(s, ModelPolicySpec) for s in cfg.policies.values()):
@@ -142,7 +142,7 @@ class PlayHost:
     # ----------------------------------------------------------------- playing
     def _policy(self, cfg: Any, config_name: str, opponent: str) -> Any:
         from arena.loop.build import build_policies
-        from policies.config import ModelPolicySpec
+        from arena.policies.config import ModelPolicySpec
 
         key = (config_name, opponent)
         with self._lock:

@@ -13,7 +13,7 @@ episode per line: the :class:`~arena.core.types.Episode` JSON with, on each turn
   advantage multipliers (``Sample.token_weights``) times AUSO's action weight
   ``auso_weight`` when the turn has one (the viewer's "AUSO action weight" colours);
 * ``auso_jsd``, ``auso_weight`` (AUSO, rounded to 4 decimals; absent otherwise): the action's
-  JSD and weight as the learner set them in ``Sample.extras`` (``learners/auso.py``:
+  JSD and weight as the learner set them in ``Sample.extras`` (``arena/learners/auso.py``:
   internalising, the JSD to the teacher probe and the distillation weight; utilising, the
   skill sensitivity ``I_t`` and ``w_t``).
 
@@ -23,7 +23,7 @@ one note, once the folder holds ``train.episodes_max_mb``; a replayed step
 run's files first.
 
 Samples are matched to their turns by walking each phase's trainable turns in
-the order :func:`learners.samples.build_samples` made them: samples of a phase
+the order :func:`arena.learners.samples.build_samples` made them: samples of a phase
 are a subsequence of those turns, so the first turn on from the last match with
 the same prompt, completion and group is the sample's turn.
 """

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_games_name_yaml_resolves_to_the_games_own_yaml(name: str) -> None:
     given = f"games/{name}.yaml"
     assert not (ROOT / given).exists()
-    assert default_config_path(given) == ROOT / "games" / name / f"{name}.yaml"
+    assert default_config_path(given) == ROOT / "arena" / "games" / name / f"{name}.yaml"
     assert load_config(given).game.name == name
 
 

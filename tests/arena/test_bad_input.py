@@ -100,7 +100,7 @@ def test_every_phase_parses_repeated_fragments_fast(name: str, pieces: list[str]
 
 
 def test_json_values_skips_values_nested_too_deep() -> None:
-    from games.skill_sp.rules import MAX_JSON_DEPTH, json_values, parse_answer
+    from arena.games.skill_sp.rules import MAX_JSON_DEPTH, json_values, parse_answer
 
     ok = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
     deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
@@ -109,7 +109,7 @@ def test_json_values_skips_values_nested_too_deep() -> None:
 
 
 def test_lenient_vote_is_linear_on_long_whitespace() -> None:
-    from games.spy.rules import parse_vote
+    from arena.games.spy.rules import parse_vote
 
     assert parse_vote("player  #  3 and Player#2 then", 5, lenient=True) == 2
     for text in ("player" + " " * _MB, ("player" + " " * 1000) * 1000, "player #" * (_MB // 8)):

@@ -56,7 +56,7 @@ def test_paired_difference_and_its_interval():
 
 def test_eval_compare_set_on_spy_bots(tmp_path: Path, capsys):
     out = tmp_path / "eval.json"
-    code = eval_main([str(ROOT / "games/spy/spy.yaml"), "--set", "seats={'*': 'scripted:extractive'}", "--set",
+    code = eval_main([str(ROOT / "arena/games/spy/spy.yaml"), "--set", "seats={'*': 'scripted:extractive'}", "--set",
                       "game.n_players=4", "--set", "runner.progress=false", "--games", "8", "--json", str(out),
                       "--compare-set", "seats={'*': 'scripted:fixed_vote:1'}"])
     assert code == 0

@@ -19,7 +19,7 @@ from arena.core.messages import Message
 from arena.core.types import ChatMessage
 from arena.runner import Runner, request_seed
 from arena.testing import check_game
-from policies.base import Completion, Request
+from arena.policies.base import Completion, Request
 
 
 class RelayConfig(GameConfig):

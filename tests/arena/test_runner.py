@@ -10,11 +10,11 @@ import pytest
 
 from arena.core.types import read_jsonl, write_jsonl
 from arena.runner import EpisodeSpec, Runner, SeatMap, generate_texts, play_one_at_a_time
-from games.spy import SpyGame
-from games.spy.bots import BOTS
-from policies.base import Completion, Request, SamplingParams
-from policies.human import HumanPolicy
-from policies.scripted import ScriptedPolicy, random_bot
+from arena.games.spy import SpyGame
+from arena.games.spy.bots import BOTS
+from arena.policies.base import Completion, Request, SamplingParams
+from arena.policies.human import HumanPolicy
+from arena.policies.scripted import ScriptedPolicy, random_bot
 
 
 class CountingPolicy(ScriptedPolicy):

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from arena.core.game import Invalid
 from arena.testing import check_game
-from games.household import HouseholdGame
-from games.household.actions import format_action, normalise, parse_action
-from games.household.bots import BOTS
-from games.household.planner import plan
-from games.household.tasks import HELD_OUT, IN_DOMAIN, TASK_TYPES, draw_world_id, make_task, satisfied
-from games.household.types import HouseholdConfig
-from games.household.world import NOTHING
+from arena.games.household import HouseholdGame
+from arena.games.household.actions import format_action, normalise, parse_action
+from arena.games.household.bots import BOTS
+from arena.games.household.planner import plan
+from arena.games.household.tasks import HELD_OUT, IN_DOMAIN, TASK_TYPES, draw_world_id, make_task, satisfied
+from arena.games.household.types import HouseholdConfig
+from arena.games.household.world import NOTHING
 
 world_ids = st.integers(min_value=0, max_value=2**41)
 
@@ -139,7 +139,7 @@ def test_student_skills_teacher_and_no_skill_probes() -> None:
 
 
 def test_held_out_types_get_no_skills_of_their_own_type() -> None:
-    from games.household.skills import load_library
+    from arena.games.household.skills import load_library
 
     typed = {s.task_type for s in load_library() if s.kind == "task"}
     assert typed == set(IN_DOMAIN)

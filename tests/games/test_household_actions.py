@@ -1,4 +1,4 @@
-"""Household's action parsing against hand values (games/household/actions.py): the tests mutation
+"""Household's action parsing against hand values (arena/games/household/actions.py): the tests mutation
 testing runs for that module, so each rule of the docstring is pinned by an exact value."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from arena.core.game_types import Invalid
-from games.household.actions import format_action, nearest_action, normalise, parse_action
+from arena.games.household.actions import format_action, nearest_action, normalise, parse_action
 
 MOVES = ["look", "inventory", "go to cabinet 1", "go to towelholder 1", "take towel 1 from towelholder 1",
          "put towel 1 in/on cabinet 1"]

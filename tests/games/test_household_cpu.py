@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.core.game import Invalid
-from games.household import HouseholdGame
-from games.household.actions import nearest_action, parse_action
+from arena.games.household import HouseholdGame
+from arena.games.household.actions import nearest_action, parse_action
 
 MOVES = ["go to cabinet 1", "go to towelholder 1", "take soapbar 2 from cabinet 1", "look", "inventory"]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from games.household import HouseholdGame, HouseholdObservation
-from games.household import skills as sk
-from games.household.types import HouseholdConfig
+from arena.games.household import HouseholdGame, HouseholdObservation
+from arena.games.household import skills as sk
+from arena.games.household.types import HouseholdConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "clean some apple and put it in countertop."
@@ -106,13 +106,13 @@ def test_bad_retriever_or_embedding_model_is_a_config_error(tmp_path: Path) -> N
     from arena.loop.config import load_config  # what the CLIs print as one line, exit 2 (arena/cli.py)
 
     with pytest.raises(ConfigError) as err:
-        load_config(ROOT / "games/household/household.yaml", ["game.skills.retriever=tfidf"])
+        load_config(ROOT / "arena/games/household/household.yaml", ["game.skills.retriever=tfidf"])
     assert "retriever" in str(err.value) and len(str(err.value).strip().splitlines()) == 1, str(err.value)
 
 
 @pytest.mark.slow
 def test_built_in_model_retrieves_distinct_in_domain_skills_deterministically() -> None:
-    from games.household.tasks import make_task
+    from arena.games.household.tasks import make_task
 
     r = sk.retriever(None, "embedding", "smollm2-135m")
     task, _ = make_task(0, ("clean",), (6, 12), (6, 12))

@@ -1,12 +1,12 @@
-"""The household ``seeker`` bot (games/household/bots.py): it reads the task and solves some of them."""
+"""The household ``seeker`` bot (arena/games/household/bots.py): it reads the task and solves some of them."""
 
 from __future__ import annotations
 
 from arena.runner import Runner, SeatMap
-from games.household.bots import read_task
-from games.household.env import HouseholdGame
-from games.household.types import HouseholdConfig
-from policies.scripted import ScriptedPolicy, make_bot
+from arena.games.household.bots import read_task
+from arena.games.household.env import HouseholdGame
+from arena.games.household.types import HouseholdConfig
+from arena.policies.scripted import ScriptedPolicy, make_bot
 
 
 def test_read_task_knows_every_phrase() -> None:

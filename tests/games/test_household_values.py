@@ -1,4 +1,4 @@
-"""The household world's rules (games/household/world.py) and task checks (tasks.py) by hand.
+"""The household world's rules (arena/games/household/world.py) and task checks (tasks.py) by hand.
 
 A small hand-built kitchen and living room: the exact admissible moves in each
 state, ALFWorld's exact feedback for each verb, the state each move leaves, the
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from games.household.tasks import Task, draw_world_id, satisfied
-from games.household.world import APPLIANCES, NOTHING, OBJECTS, OPENABLE, ROOMS, World, _listing, generate, kind
+from arena.games.household.tasks import Task, draw_world_id, satisfied
+from arena.games.household.world import APPLIANCES, NOTHING, OBJECTS, OPENABLE, ROOMS, World, _listing, generate, kind
 
 
 def kitchen() -> World:

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from arena.loop.config import load_config
 from arena.runner import Runner, SeatMap
 from arena.testing import check_any_text_is_legal, check_game, completions, play_texts
-from games.lsp import LspGame
-from games.lsp.bots import BOTS, coder_bot, default_bot
-from games.lsp.rules import challenger_reward, solver_rewards
-from learners.config import LearnerConfig
-from learners.estimators import EstimatorStates
-from learners.samples import build_samples
-from policies.scripted import ScriptedPolicy, random_bot
+from arena.games.lsp import LspGame
+from arena.games.lsp.bots import BOTS, coder_bot, default_bot
+from arena.games.lsp.rules import challenger_reward, solver_rewards
+from arena.learners.config import LearnerConfig
+from arena.learners.estimators import EstimatorStates
+from arena.learners.samples import build_samples
+from arena.policies.scripted import ScriptedPolicy, random_bot
 
 CONFIGS = {
     "paper": {},
@@ -195,8 +195,8 @@ def test_template_bot_asks_the_training_template_family_and_the_verifier_scores_
     """bench/methods.py's held-out LSP queries: two whole numbers from 1 to 20 and + or -, each checkable."""
     import re
 
-    from games.lsp.bots import template_bot
-    from games.lsp.rules import arithmetic_target
+    from arena.games.lsp.bots import template_bot
+    from arena.games.lsp.rules import arithmetic_target
 
     episodes = _episodes(CONFIGS["zero_verifier"], template_bot, n=24)
     seen = set()

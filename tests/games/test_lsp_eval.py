@@ -20,7 +20,7 @@ from arena.rank.pairwise import (
     parse_verdict,
 )
 from arena.testing import completions
-from policies.base import Completion, Request, SamplingParams
+from arena.policies.base import Completion, Request, SamplingParams
 
 
 class Answerer:

@@ -1,6 +1,6 @@
 """LSP's written reply prefixes (``challenger_prefix``, ``judge_prefix``: the CPU config's deviations) and
 the core hook they use, an open final assistant message (``continue_final``), rendered by
-``policies.base.chat_prompt_ids`` and continued by the hf backend. Fast: scripted texts, the built-in
+``arena.policies.base.chat_prompt_ids`` and continued by the hf backend. Fast: scripted texts, the built-in
 model's tokenizer only, and a tiny random Llama."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from arena.loop.config import load_config
 from arena.testing import check_any_text_is_legal, check_game, completions, play_texts
-from games.lsp import LspGame
-from games.lsp.bots import default_bot
-from policies.base import Request, SamplingParams, chat_prompt_ids
+from arena.games.lsp import LspGame
+from arena.games.lsp.bots import default_bot
+from arena.policies.base import Request, SamplingParams, chat_prompt_ids
 
 CPU = {"task_reward": "verifier", "query_format": "lenient", "n_solvers": 2,
        "challenger_prefix": "[Start Generation]\nWhat is", "judge_prefix": "<Score>"}
@@ -96,7 +96,7 @@ def test_hf_continues_an_open_assistant_message() -> None:
     from test_hf_batch import tiny_tokenizer
     from tiny_model import tiny_llama
 
-    from policies.hf import HFPolicy
+    from arena.policies.hf import HFPolicy
 
     policy = HFPolicy(tiny_llama(seed=3), tiny_tokenizer(), name="tiny", max_model_len=128)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=6)

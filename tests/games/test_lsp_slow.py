@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from arena.runner import Runner, SeatMap
-from games.lsp import LspGame
-from games.lsp.rules import parse_reward
-from policies.base import SamplingParams
+from arena.games.lsp import LspGame
+from arena.games.lsp.rules import parse_reward
+from arena.policies.base import SamplingParams
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def tiny_rm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_tiny_reward_model_referees_lsp(tiny_rm: Path, smol_fp32) -> None:
-    from policies.reward_model import RewardModelPolicy
+    from arena.policies.reward_model import RewardModelPolicy
 
     rm = RewardModelPolicy(str(tiny_rm), max_batch_size=8, max_length=256, name="rm")
     seats = SeatMap({"reward_*": "rm", "judge_*": "judge", "*": "learner"})

@@ -1,4 +1,4 @@
-"""LSP's pure rules (games/lsp/rules.py) against hand-computed values.
+"""LSP's pure rules (arena/games/lsp/rules.py) against hand-computed values.
 
 Each case is chosen so that a plausible one-line slip (an off-by-one bound, the first
 match instead of the last, swapped signs, a dropped strip) changes the answer; the
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from arena.core.game import Invalid
 from arena.testing import completions
-from games.lsp.rules import (
+from arena.games.lsp.rules import (
     _eval,
     arithmetic_reward,
     arithmetic_target,

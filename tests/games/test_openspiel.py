@@ -17,10 +17,10 @@ from open_spiel.python.algorithms import exploitability
 
 from arena.core.game import Invalid
 from arena.testing import check_game
-from games.openspiel import OpenSpielConfig, OpenSpielGame
-from games.openspiel.bots import BOTS
-from games.openspiel.exact import TooLarge, policy_exploitability, tabular_policy
-from games.openspiel.rules import GameLoadError, load_game, parse_action
+from arena.games.openspiel import OpenSpielConfig, OpenSpielGame
+from arena.games.openspiel.bots import BOTS
+from arena.games.openspiel.exact import TooLarge, policy_exploitability, tabular_policy
+from arena.games.openspiel.rules import GameLoadError, load_game, parse_action
 
 ROOT = Path(__file__).resolve().parents[2]
 GAMES = ("kuhn_poker", "leduc_poker", "tic_tac_toe", "liars_dice")
@@ -177,7 +177,7 @@ def test_cli_bad_input_is_one_config_error_line(args: list[str], expect: str) ->
     from arena.rank.eval import main
 
     with pytest.raises(ConfigError) as err:
-        main(["exploitability", str(ROOT / "games/openspiel/kuhn.yaml"), *args])
+        main(["exploitability", str(ROOT / "arena/games/openspiel/kuhn.yaml"), *args])
     assert expect in str(err.value) and "\n" not in str(err.value)
 
 
@@ -192,7 +192,7 @@ def test_cli_too_large_game_exits_2_with_one_line_before_any_model_loads() -> No
 def test_cli_prints_exploitability_of_scripted_bots(bot: str, value: float, capsys) -> None:
     from arena.rank.eval import main
 
-    assert main(["exploitability", str(ROOT / "games/openspiel/kuhn.yaml"), "--set", f"seats={{'*': 'scripted:{bot}'}}"]) == 0
+    assert main(["exploitability", str(ROOT / "arena/games/openspiel/kuhn.yaml"), "--set", f"seats={{'*': 'scripted:{bot}'}}"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("seats' policy"))
     assert float(row.split()[2]) == pytest.approx(value, abs=1e-5)

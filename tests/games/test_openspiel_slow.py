@@ -52,10 +52,10 @@ def test_eval_exploitability_prints_a_number_for_the_builtin_model(capsys) -> No
 def test_model_action_probs_are_the_normalised_teacher_forced_likelihoods(smol_fp32) -> None:
     """arena/loop/exact.py against the policy's own scoring, at two temperatures."""
     from arena.loop.exact import action_ids, model_action_probs
-    from games.openspiel import OpenSpielGame
-    from games.openspiel.exact import ActionQuery
-    from games.openspiel.env import render
-    from policies.base import Request, SamplingParams
+    from arena.games.openspiel import OpenSpielGame
+    from arena.games.openspiel.exact import ActionQuery
+    from arena.games.openspiel.env import render
+    from arena.policies.base import Request, SamplingParams
 
     env = OpenSpielGame()
     env.reset(seed=0)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.core.game_types import Invalid
-from games.skill_sp.controller import (
+from arena.games.skill_sp.controller import (
     EXPLORATION,
     ControllerConfig,
     Outcome,
@@ -23,8 +23,8 @@ from games.skill_sp.controller import (
     should_prune,
     task_shape,
 )
-from games.skill_sp.loader import load_library
-from games.skill_sp.sandbox import Limits, Sandbox, SandboxPool
+from arena.games.skill_sp.loader import load_library
+from arena.games.skill_sp.sandbox import Limits, Sandbox, SandboxPool
 
 # These tests are about what the code returns, not about time: the default 5 s wall limit was hit under a
 # loaded suite (a cold interpreter in bubblewrap beside model tests). Busy loops still die at cpu_s = 2.

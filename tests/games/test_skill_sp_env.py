@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from arena.core.game_types import Invalid
 from arena.runner import Runner
 from arena.testing import check_game
-from games.skill_sp import SkillSpGame, SkillState
-from games.skill_sp.bots import BOTS
-from games.skill_sp.rules import Proposal, canonical, parse_answer, parse_proposal, probe_verdict, proposal_reward
-from games.skill_sp.sandbox import Limits
-from games.skill_sp.types import SkillSpConfig, SkillSpObservation
-from learners.estimators import top_per_stream
-from policies.scripted import ScriptedPolicy
+from arena.games.skill_sp import SkillSpGame, SkillState
+from arena.games.skill_sp.bots import BOTS
+from arena.games.skill_sp.rules import Proposal, canonical, parse_answer, parse_proposal, probe_verdict, proposal_reward
+from arena.games.skill_sp.sandbox import Limits
+from arena.games.skill_sp.types import SkillSpConfig, SkillSpObservation
+from arena.learners.estimators import top_per_stream
+from arena.policies.scripted import ScriptedPolicy
 
 SMALL = {"probes": 4, "solvers": 2}
 GOOD = '{"task": "What is 6 * 7?", "contract": {"answer": 42, "calls": [{"tool": "calculate", "args": {"expression": "6 * 7"}}]}}'
@@ -92,7 +92,7 @@ def test_solver_sees_the_skill_only_when_switched_on():
     """PROTOCOLS.md: the solver never sees skill text (the default); ``solver_sees_skill: true``
     (pi_solver(action | observation, skill)) gives probes and solvers the routed skill's name,
     description and rules."""
-    from games.skill_sp.prompts import solver_messages
+    from arena.games.skill_sp.prompts import solver_messages
 
     for sees in (True, False):
         episodes = play("default", 6, exploration_share=0.0, solver_sees_skill=sees)
@@ -214,8 +214,8 @@ def test_curriculum_properties(tasks, m, alpha, fill):  # fmt: skip
 
 def test_curriculum_estimator_keeps_only_the_chosen_tasks():
     from arena.loop.config import load_config
-    from learners.estimators import EstimatorStates
-    from learners.samples import build_samples
+    from arena.learners.estimators import EstimatorStates
+    from arena.learners.samples import build_samples
 
     cfg = load_config("games/skill_sp/skill_sp.yaml")
     assert cfg.learner.estimators["solve"].name == "skill_sp_curriculum"
@@ -235,9 +235,9 @@ def test_curriculum_estimator_keeps_only_the_chosen_tasks():
 
 # ------------------------------------------------------------------ the held-out set
 def test_heldout_tasks_are_valid_in_the_sandbox_and_not_seed_examples():
-    from games.skill_sp.env import shared_pool
-    from games.skill_sp.heldout import load_heldout, seed_library
-    from games.skill_sp.sandbox import Job
+    from arena.games.skill_sp.env import shared_pool
+    from arena.games.skill_sp.heldout import load_heldout, seed_library
+    from arena.games.skill_sp.sandbox import Job
 
     tasks = load_heldout()
     assert len(tasks) >= 20 and len({t["skill"] for t in tasks}) == 12
@@ -249,7 +249,7 @@ def test_heldout_tasks_are_valid_in_the_sandbox_and_not_seed_examples():
 
 
 def test_heldout_mode_scores_solvers_only():
-    from games.skill_sp.heldout import load_heldout
+    from arena.games.skill_sp.heldout import load_heldout
 
     tasks = load_heldout()
     env = SkillSpGame(**SMALL, mode="heldout")
@@ -283,7 +283,7 @@ needs_bfcl = pytest.mark.skipif(
 def test_bfcl_simple_tasks_load_and_their_references_pass():
     import types
 
-    from games.skill_sp.bfcl import VALIDATORS, load_bfcl
+    from arena.games.skill_sp.bfcl import VALIDATORS, load_bfcl
 
     rows = load_bfcl()
     assert len(rows) >= 300

@@ -9,15 +9,15 @@ import pytest
 
 from arena.core.game_types import TextGenerator
 from arena.runner import Runner, generate_texts
-from games.skill_sp import SkillSpGame, SkillState
-from games.skill_sp.bots import BOTS
-from games.skill_sp.controller import EXPLORATION, SkillLibrary
-from games.skill_sp.env import shared_pool
-from games.skill_sp.evolve import EvolutionConfig, evolve, parse_package_text
-from games.skill_sp.loader import load_library
-from games.skill_sp.sandbox import Limits
-from games.skill_sp.types import SkillSpConfig
-from policies.scripted import ScriptedPolicy
+from arena.games.skill_sp import SkillSpGame, SkillState
+from arena.games.skill_sp.bots import BOTS
+from arena.games.skill_sp.controller import EXPLORATION, SkillLibrary
+from arena.games.skill_sp.env import shared_pool
+from arena.games.skill_sp.evolve import EvolutionConfig, evolve, parse_package_text
+from arena.games.skill_sp.loader import load_library
+from arena.games.skill_sp.sandbox import Limits
+from arena.games.skill_sp.types import SkillSpConfig
+from arena.policies.scripted import ScriptedPolicy
 from test_skill_sp_controller import NEW_SKILL, NEW_VALIDATORS  # same folder (pytest puts it on sys.path)
 
 PACKAGE_REPLY = f"Here it is.\n<skill_md>\n{NEW_SKILL}</skill_md>\n<validators>\n```python\n{NEW_VALIDATORS}```\n</validators>"

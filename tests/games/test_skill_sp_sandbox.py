@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from games.skill_sp.sandbox import (
+from arena.games.skill_sp.sandbox import (
     _DENIED,
     Job,
     Limits,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from games.skill_sp.sandbox import _DENIED, Limits, Sandbox, Status
+from arena.games.skill_sp.sandbox import _DENIED, Limits, Sandbox, Status
 from test_skill_sp_sandbox import leftovers, start_sandbox
 
 LIMITS = Limits(wall_s=10.0, cpu_s=2, memory_mb=256, output_bytes=1 << 16, file_bytes=1 << 20, tmp_bytes=8 << 20)

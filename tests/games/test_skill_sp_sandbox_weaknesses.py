@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from games.skill_sp.env import JUDGE_SOURCE
-from games.skill_sp.loader import TOOLS_SOURCE, validator_problems
-from games.skill_sp.sandbox import _DENIED, CPU_SHARE, MAX_DEPTH, Status, json_depth, parse_report
+from arena.games.skill_sp.env import JUDGE_SOURCE
+from arena.games.skill_sp.loader import TOOLS_SOURCE, validator_problems
+from arena.games.skill_sp.sandbox import _DENIED, CPU_SHARE, MAX_DEPTH, Status, json_depth, parse_report
 from tests.games.test_skill_sp_sandbox_escapes import (  # noqa: F401 - sandbox is a fixture
     COLUMN,
     LIBC,

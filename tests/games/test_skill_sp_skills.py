@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.core.game_types import Invalid
-from games.skill_sp import tools
-from games.skill_sp.loader import (
+from arena.games.skill_sp import tools
+from arena.games.skill_sp.loader import (
     SKILLS_DIR,
     SkillPackage,
     examples_jobs,
@@ -22,7 +22,7 @@ from games.skill_sp.loader import (
     parse_skill,
     save_skill,
 )
-from games.skill_sp.sandbox import Job, Sandbox, SandboxPool, Status
+from arena.games.skill_sp.sandbox import Job, Sandbox, SandboxPool, Status
 from test_skill_sp_controller import ROOMY  # same folder (pytest puts it on sys.path)
 
 LIB = load_library()

@@ -1,7 +1,7 @@
 """Skill-SP's pure rules and controller maths against hand-computed values.
 
-``games/skill_sp/rules.py`` (parsing, the probe majority, rewards), the solver curriculum
-(``learners.estimators.top_per_stream``) and the pure part of ``games/skill_sp/controller.py`` (Beta-smoothed rates, quality, the
+``arena/games/skill_sp/rules.py`` (parsing, the probe majority, rewards), the solver curriculum
+(``arena.learners.estimators.top_per_stream``) and the pure part of ``arena/games/skill_sp/controller.py`` (Beta-smoothed rates, quality, the
 routing bonus, pruning, induction without the sandbox). Parameters are asymmetric
 (prior a != b, band_low != 1 - band_high, bonus != 1) so swapped or dropped terms show.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from arena.core.game_types import Invalid
-from games.skill_sp.controller import (
+from arena.games.skill_sp.controller import (
     EXPLORATION,
     ControllerConfig,
     _words,
@@ -32,8 +32,8 @@ from games.skill_sp.controller import (
     task_shape,
     weights_table,
 )
-from games.skill_sp.loader import load_library, parse_skill
-from games.skill_sp.rules import (
+from arena.games.skill_sp.loader import load_library, parse_skill
+from arena.games.skill_sp.rules import (
     ProbeVerdict,
     Proposal,
     canonical,
@@ -43,7 +43,7 @@ from games.skill_sp.rules import (
     probe_verdict,
     proposal_reward,
 )
-from learners.estimators import top_per_stream
+from arena.learners.estimators import top_per_stream
 
 SEEDS = load_library()
 CFG = ControllerConfig(
@@ -243,8 +243,8 @@ def test_frontier_rate_counts_valid_tasks_only_over_all_tasks() -> None:
 
 
 def test_induction_default_is_the_papers_about_20_per_iteration() -> None:
-    from games.skill_sp.evolve import EvolutionConfig
-    from games.skill_sp.types import SkillSpConfig
+    from arena.games.skill_sp.evolve import EvolutionConfig
+    from arena.games.skill_sp.types import SkillSpConfig
 
     assert EvolutionConfig().induce_per_step == 20 and SkillSpConfig().evolution.induce_per_step == 20
 

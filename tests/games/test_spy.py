@@ -1,4 +1,4 @@
-"""SpyRL: rules, rewards, parsing, and the env's invariants (the spec: games/spy/__init__.py)."""
+"""SpyRL: rules, rewards, parsing, and the env's invariants (the spec: arena/games/spy/__init__.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from arena.core.game import Invalid
 from arena.testing import check_game, check_hidden_outputs, completions, play_texts
-from games.spy import SpyGame
-from games.spy.bots import BOTS
-from games.spy.rules import (
+from arena.games.spy import SpyGame
+from arena.games.spy.bots import BOTS
+from arena.games.spy.rules import (
     NA,
     detection_reward_paper,
     detection_reward_shaped,
@@ -235,7 +235,7 @@ def test_retry_mode_asks_again_then_accepts() -> None:
 
 def test_scripted_detectors_catch_a_careless_spy() -> None:
     from arena.runner import Runner
-    from policies.scripted import ScriptedPolicy
+    from arena.policies.scripted import ScriptedPolicy
 
     def accuracy(bot: str) -> float:
         policy = ScriptedPolicy(BOTS[bot])

@@ -11,9 +11,9 @@ import pytest
 
 from arena.core.types import write_jsonl
 from arena.runner import Runner
-from games.spy import SpyGame
-from games.spy.bots import BOTS
-from policies.scripted import ScriptedPolicy
+from arena.games.spy import SpyGame
+from arena.games.spy.bots import BOTS
+from arena.policies.scripted import ScriptedPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 

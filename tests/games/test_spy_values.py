@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from arena.core.game import Invalid
-from games.spy import SpyGame
-from games.spy.rules import (
+from arena.games.spy import SpyGame
+from arena.games.spy.rules import (
     NA,
     mask_span,
     parse_answer,
@@ -22,7 +22,7 @@ from games.spy.rules import (
     spy_caught,
     vote_counts,
 )
-from games.spy.types import SpyConfig
+from arena.games.spy.types import SpyConfig
 
 
 # ------------------------------------------------------------ performing rewards, beta != lambda

@@ -1,4 +1,4 @@
-"""Tests for games.tasks: built-in corpora, user JSONL loading, math problems, grading."""
+"""Tests for arena.games.tasks: built-in corpora, user JSONL loading, math problems, grading."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from games.tasks import (
+from arena.games.tasks import (
     Corpus,
     MathWordProblems,
     Source,
@@ -21,7 +21,7 @@ from games.tasks import (
     load_jsonl,
     make_source,
 )
-from games.tasks.math import FAMILIES
+from arena.games.tasks.math import FAMILIES
 
 WORD_RANGES = {"summary": (110, 200), "story": (60, 110)}
 ID_PREFIX = {"summary": "passage", "story": "story"}

@@ -1,5 +1,5 @@
 """TextArena games as arena games: the kit, TextArena's own verdicts and rewards, seeding, bad input
-(the spec: games/textarena/__init__.py). TextArena runs for real; nothing is mocked."""
+(the spec: arena/games/textarena/__init__.py). TextArena runs for real; nothing is mocked."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from arena.core.errors import ConfigError
 from arena.core.types import Episode
 from arena.loop.config import load_config
 from arena.testing import check_any_text_is_legal, check_game, completions, play_texts
-from games.textarena import TextArenaGame, bridge
-from games.textarena.bots import BOTS, quoted_actions
+from arena.games.textarena import TextArenaGame, bridge
+from arena.games.textarena.bots import BOTS, quoted_actions
 
 ROOT = Path(__file__).resolve().parents[2]
 SPIRAL = ("TicTacToe-v0", "KuhnPoker-v0", "SimpleNegotiation-v0")
@@ -172,11 +172,11 @@ def test_quoted_bot_only_plays_moves_textarena_offers() -> None:
 # ------------------------------------------------------------------ configuration
 def test_an_unknown_env_id_is_a_one_line_config_error_naming_valid_ids(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        load_config(str(ROOT / "games/textarena/tictactoe.yaml"), ["game.env_id=TicTacTo-v0"])
+        load_config(str(ROOT / "arena/games/textarena/tictactoe.yaml"), ["game.env_id=TicTacTo-v0"])
     line = str(err.value)
     assert "\n" not in line and "game.env_id" in line and "'TicTacTo-v0'" in line and "TicTacToe-v0" in line
     with pytest.raises(ConfigError, match="game: num_players: TicTacToe-v0 cannot be reset for 3"):
-        load_config(str(ROOT / "games/textarena/tictactoe.yaml"), ["game.num_players=3"])
+        load_config(str(ROOT / "arena/games/textarena/tictactoe.yaml"), ["game.num_players=3"])
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("game: {name: textarena, env_id: NoSuchGame-v9}\n")
     run = subprocess.run([sys.executable, "-m", "arena.play", str(cfg), "--policy", "scripted"],

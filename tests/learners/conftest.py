@@ -11,8 +11,8 @@ import torch
 from tiny_model import PAD, tiny_llama
 
 from arena.core.types import Sample
-from learners.config import LearnerConfig
-from learners.update import Learner
+from arena.learners.config import LearnerConfig
+from arena.learners.update import Learner
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from learners.advantages import group_index, grpo, lsp_challenger, lsp_solver, role_advantages, zero_variance
+from arena.learners.advantages import group_index, grpo, lsp_challenger, lsp_solver, role_advantages, zero_variance
 
 
 def t(*xs: float) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""AUSO's learner maths against hand values and slow references (learners/auso.py)."""
+"""AUSO's learner maths against hand values and slow references (arena/learners/auso.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learners.auso import (
+from arena.learners.auso import (
     AusoSchedule,
     action_mean,
     centred_tanh,
@@ -22,8 +22,8 @@ from learners.auso import (
     topk_tail,
     utilisation_weights,
 )
-from learners.objectives import jsd
-from learners.progress import Progress
+from arena.learners.objectives import jsd
+from arena.learners.progress import Progress
 
 
 def test_smooth_hand_values() -> None:

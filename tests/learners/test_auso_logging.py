@@ -14,10 +14,10 @@ from tiny_model import seq_log_softmax
 
 from arena.core.types import Episode, Sample, Turn
 from arena.view.record import compact_episode
-from learners.auso import (
+from arena.learners.auso import (
     AusoDistill, AusoDistillOptions, AusoUtilise, AusoUtiliseOptions, internalisation_weights, summary, topk_jsd,
 )
-from learners.progress import Progress
+from arena.learners.progress import Progress
 
 NAN = math.nan
 

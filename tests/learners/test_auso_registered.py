@@ -10,10 +10,10 @@ import torch
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.core.types import Episode, Sample, Turn
-from learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd, union_topk_jsd
-from learners.config import LearnerConfig
-from learners.estimators import EstimatorInput, get_estimator
-from learners.progress import Progress
+from arena.learners.auso import AusoSchedule, internalisation_weights, stage_weights, topk_jsd, union_topk_jsd
+from arena.learners.config import LearnerConfig
+from arena.learners.estimators import EstimatorInput, get_estimator
+from arena.learners.progress import Progress
 
 K, COEF, TEMP = 5, 0.1, 1.0
 
@@ -118,8 +118,8 @@ def test_auso_distill_is_off_outside_internalisation_and_near_the_length_cap(lea
 def test_auso_defaults_are_the_papers() -> None:
     """A config that omits them: coefficient 0.1 (jsd_distill keeps 1.0), the length-cap rule on with
     the trainable policy's max_new_tokens (``auto``, resolved by the trainer; unresolved: off)."""
-    from learners.auso import AusoDistill, AusoDistillOptions, resolve_length_cap
-    from learners.update import build_objectives
+    from arena.learners.auso import AusoDistill, AusoDistillOptions, resolve_length_cap
+    from arena.learners.update import build_objectives
 
     cfg = LearnerConfig(objectives=[{"name": "auso_distill"}, {"name": "jsd_distill"}, {"name": "auso_distill", "coef": 0.5,
                                                                                           "options": {"length_cap": None}}])
@@ -173,7 +173,7 @@ def test_auso_utilise_scales_advantages_by_the_reference_weights(tiny: Any, lear
             student = seq_log_softmax(model, s.prompt_ids, s.completion_ids, TEMP)
             bare = seq_log_softmax(model, s.probes["no_skill"], s.completion_ids, TEMP)
             sens.append(float(union_topk_jsd(student, bare, K).mean()))  # symmetric: the union's top-k
-    from learners.auso import utilisation_weights
+    from arena.learners.auso import utilisation_weights
 
     w = utilisation_weights(torch.tensor(sens, dtype=torch.float64), torch.tensor([0, 0, 0, 1, 1, 1]),
                             torch.tensor([1 / 3] * 3 + [2 / 3] * 3, dtype=torch.float64), w_util=1.0).tolist() + [1.0]
@@ -198,7 +198,7 @@ def test_probes_cost_forward_passes_only_in_their_stage(tiny: Any, step: int, fo
     (counted as one call each to the model) while utilising (step 20)."""
     from tiny_model import PAD
 
-    from learners.update import Learner
+    from arena.learners.update import Learner
 
     samples = [s.model_copy(update={"probes": s.probes | {"no_skill": [5, 6]}}) for s in distill_samples()[:3]]
     cfg = LearnerConfig(lr=1e-3, beta=0.0, token_budget=10_000, share_prompt_prefix=False, objectives=[

@@ -1,4 +1,4 @@
-"""AUSO's learner maths (learners/auso.py) with asymmetric parameters and hand values.
+"""AUSO's learner maths (arena/learners/auso.py) with asymmetric parameters and hand values.
 
 The schedule with boundaries that are not the published ones, a ramp that is not 5 and
 a floor that binds exactly; the top-k bins on a 4-token vocabulary; the per-task weights
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from learners.auso import (
+from arena.learners.auso import (
     AusoDistill,
     AusoDistillOptions,
     AusoSchedule,
@@ -33,8 +33,8 @@ from learners.auso import (
     union_topk_jsd,
     utilisation_weights,
 )
-from learners.objectives import ProbeDist, jsd
-from learners.progress import Progress
+from arena.learners.objectives import ProbeDist, jsd
+from arena.learners.progress import Progress
 
 LOG = torch.log
 

@@ -22,9 +22,9 @@ from arena.core.types import Sample
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, resolve_precision, seed_everything
 from forked_runs import digit_model
-from learners.config import LearnerConfig
-from learners.update import Learner
-from policies.hardware import fast_bf16
+from arena.learners.config import LearnerConfig
+from arena.learners.update import Learner
+from arena.policies.hardware import fast_bf16
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from arena.core.types import Episode
-from learners.config import EstimatorConfig, LearnerConfig
-from learners.estimators import (
+from arena.learners.config import EstimatorConfig, LearnerConfig
+from arena.learners.estimators import (
     ESTIMATORS,
     EstimatorInput,
     EstimatorOutput,

@@ -1,4 +1,4 @@
-"""The importance correction between generator and learner (learners/losses.py::importance_weights):
+"""The importance correction between generator and learner (arena/learners/losses.py::importance_weights):
 hand values, and the learner's gradient with it on a tiny model, micro-batched equal to full-batch."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from learners.losses import importance_weights
+from arena.learners.losses import importance_weights
 from tests.learners.test_losses import lsp_batch
 
 
@@ -58,8 +58,8 @@ def test_on_policy_samples_are_unchanged_by_the_correction(learner_gradient, tin
     """Generator logprobs equal to the learner's: rho = 1 on every token and tis equals no correction."""
     from tiny_model import PAD
 
-    from learners.config import LearnerConfig
-    from learners.update import Learner
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner
 
     samples = lsp_batch()
     plain, _ = learner_gradient(samples, loss="clipped", token_budget=10_000)
@@ -89,7 +89,7 @@ def test_micro_batched_equals_full_batch_with_the_correction(learner_gradient, m
 def test_a_bad_cap_is_a_config_error() -> None:
     from pydantic import ValidationError
 
-    from learners.config import LearnerConfig
+    from arena.learners.config import LearnerConfig
 
     with pytest.raises(ValidationError, match="cap"):
         LearnerConfig(importance={"mode": "tis", "cap": 0.5})

@@ -1,4 +1,4 @@
-"""LoRA in the learner (learners/lora.py) on the tiny randomly initialised Llama: only adapters train,
+"""LoRA in the learner (arena/learners/lora.py) on the tiny randomly initialised Llama: only adapters train,
 an update moves only them, micro-batching changes nothing, and the merged weights are the adapted model."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from tiny_model import PAD, VOCAB
 from arena.core.errors import ConfigError
 from arena.core.types import Sample
 from arena.loop.config import load_config
-from learners.config import LearnerConfig
-from learners.lora import adapter_state_dict, base_model, load_adapter_state, merged_state_dict
-from learners.update import Learner
+from arena.learners.config import LearnerConfig
+from arena.learners.lora import adapter_state_dict, base_model, load_adapter_state, merged_state_dict
+from arena.learners.update import Learner
 
 ROOT = Path(__file__).resolve().parents[2]
 LORA = {"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj", "up_proj"]}
@@ -41,16 +41,16 @@ def _samples(n: int = 6) -> list[Sample]:
 ])
 def test_bad_lora_config_is_one_line(sets: list[str], needle: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_config(ROOT / "games/spy/spy.yaml", sets)
+        load_config(ROOT / "arena/games/spy/spy.yaml", sets)
     line = str(err.value)
     assert "\n" not in line and needle in line, line
 
 
 def test_lora_config_defaults_from_one_key() -> None:
-    cfg = load_config(ROOT / "games/spy/spy.yaml", ["learner.lora.r=16"])
+    cfg = load_config(ROOT / "arena/games/spy/spy.yaml", ["learner.lora.r=16"])
     assert cfg.learner.lora is not None and cfg.learner.lora.r == 16
     assert cfg.learner.lora.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
-    assert load_config(ROOT / "games/spy/spy.yaml").learner.lora is None
+    assert load_config(ROOT / "arena/games/spy/spy.yaml").learner.lora is None
 
 
 def test_a_target_that_matches_no_layer_is_one_line(tiny: Any) -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from learners.losses import (
+from arena.learners.losses import (
     aggregate, aggregation_weights, clipped_surrogate, kl_penalty, phase_aggregation_weights, reinforce_detached,
 )
 

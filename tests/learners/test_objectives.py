@@ -12,11 +12,11 @@ from pydantic import ValidationError
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.core.types import Sample
-from learners.config import LearnerConfig, ObjectiveConfig
-from learners.objectives import get_objective, jsd
-from learners.progress import Progress
-from learners.update import build_objectives
-from learners.update import pack
+from arena.learners.config import LearnerConfig, ObjectiveConfig
+from arena.learners.objectives import get_objective, jsd
+from arena.learners.progress import Progress
+from arena.learners.update import build_objectives
+from arena.learners.update import pack
 
 
 def test_unknown_objective_and_bad_options_are_config_errors() -> None:

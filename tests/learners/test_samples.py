@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from arena.core.types import Episode, Turn
-from learners.config import LearnerConfig
-from learners.estimators import EstimatorStates
-from learners.samples import build_samples
+from arena.learners.config import LearnerConfig
+from arena.learners.estimators import EstimatorStates
+from arena.learners.samples import build_samples
 
 SEATS = ["player_0", "player_1", "player_2", "player_3"]
 

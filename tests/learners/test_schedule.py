@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from learners.progress import Progress
-from learners.schedule import Schedule, ScheduleConfig, make_schedule, schedule_phases
+from arena.learners.progress import Progress
+from arena.learners.schedule import Schedule, ScheduleConfig, make_schedule, schedule_phases
 
 ADAPTER: TypeAdapter[Any] = TypeAdapter(ScheduleConfig)
 

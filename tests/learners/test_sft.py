@@ -1,4 +1,4 @@
-"""The warm start's loss (learners/sft.py) on the tiny random Llama: its value, micro-batching, and that it learns."""
+"""The warm start's loss (arena/learners/sft.py) on the tiny random Llama: its value, micro-batching, and that it learns."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 from tiny_model import PAD, flat_grad, seq_log_softmax
 
-from learners.config import LearnerConfig
-from learners.sft import demo_sample, reset_optimizer, set_lr, sft_step
-from learners.update import Learner
+from arena.learners.config import LearnerConfig
+from arena.learners.sft import demo_sample, reset_optimizer, set_lr, sft_step
+from arena.learners.update import Learner
 
 DEMOS = [
     demo_sample([5, 6, 7], [8, 9, 10, 11]),

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from arena.core.types import Sample
-from learners.config import LearnerConfig
-from learners.update import Learner, collate, completion_logprobs, pack
-from policies.base import Request, SamplingParams
+from arena.learners.config import LearnerConfig
+from arena.learners.update import Learner, collate, completion_logprobs, pack
+from arena.policies.base import Request, SamplingParams
 
 pytestmark = pytest.mark.slow
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from arena.core.types import Episode, Turn
-from learners.advantages import group_index, group_mean_std, grpo, role_advantages, zero_variance
-from learners.config import LearnerConfig
-from learners.estimators import (
+from arena.learners.advantages import group_index, group_mean_std, grpo, role_advantages, zero_variance
+from arena.learners.config import LearnerConfig
+from arena.learners.estimators import (
     ESTIMATORS, EstimatorInput, EstimatorOutput, EstimatorStates, get_estimator, register_estimator,
 )
-from learners.losses import aggregate, aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
-from learners.samples import build_samples, credited_rewards, trainable_turns
+from arena.learners.losses import aggregate, aggregation_weights, clipped_surrogate, kl_penalty, reinforce_detached
+from arena.learners.samples import build_samples, credited_rewards, trainable_turns
 
 R2 = math.sqrt(2)
 
@@ -231,9 +231,9 @@ def test_phases_without_turns_or_estimator_do_not_stop_later_phases() -> None:
 def test_progress_boundaries_are_inclusive_and_joint_names_its_stage() -> None:
     from pydantic import TypeAdapter
 
-    from learners.schedule import ScheduleConfig
-    from learners.progress import Progress
-    from learners.schedule import make_schedule, schedule_phases
+    from arena.learners.schedule import ScheduleConfig
+    from arena.learners.progress import Progress
+    from arena.learners.schedule import make_schedule, schedule_phases
 
     adapter = TypeAdapter(ScheduleConfig)
     prog = make_schedule(adapter.validate_python({"rule": "progress", "stages": [["a"], ["b", "a", "b"], ["c"]],
@@ -294,8 +294,8 @@ def test_state_metrics_skip_stateless_phases_and_name_unknown_ones_by_phase() ->
 def test_schedule_config_objects_validate_again_by_their_rule() -> None:
     from pydantic import TypeAdapter, ValidationError
 
-    from learners.schedule import ScheduleConfig
-    from learners.schedule import CycleConfig, HysteresisConfig
+    from arena.learners.schedule import ScheduleConfig
+    from arena.learners.schedule import CycleConfig, HysteresisConfig
 
     adapter = TypeAdapter(ScheduleConfig)
     cycle = adapter.validate_python({"rule": "cycle", "stages": [["a"], ["b"]], "every": 2})

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from arena.core.types import Episode, Sample, Turn
-from learners.config import LearnerConfig
-from learners.estimators import EstimatorStates
-from learners.samples import build_samples
-from learners.update import pack
+from arena.learners.config import LearnerConfig
+from arena.learners.estimators import EstimatorStates
+from arena.learners.samples import build_samples
+from arena.learners.update import pack
 from tiny_model import flat_grad, seq_log_softmax
 
 # Two samples with asymmetric advantages, weights and token weights (swapping any would change the numbers).

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from policies.base import MIN_PROMPT_TOKENS, Completion, fit_prompt, overflow_completion
+from arena.policies.base import MIN_PROMPT_TOKENS, Completion, fit_prompt, overflow_completion
 
 
 def test_a_prompt_that_fits_is_unchanged() -> None:

@@ -1,4 +1,4 @@
-"""``dtype: auto`` (policies/hardware.py): what it picks on which host, why, and the override."""
+"""``dtype: auto`` (arena/policies/hardware.py): what it picks on which host, why, and the override."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from arena.loop.config import load_config
 from arena.loop.trainer import precision_report
-from policies.hardware import AUTO_DTYPE_ENV, auto_dtype, cpu_bf16_flags, fast_bf16, resolve_dtype
+from arena.policies.hardware import AUTO_DTYPE_ENV, auto_dtype, cpu_bf16_flags, fast_bf16, resolve_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_the_override_wins_on_every_device(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_the_suite_runs_auto_as_float32_whatever_the_host() -> None:
     assert resolve_dtype("auto", "cpu") == "float32"  # tests/conftest.py
-    line = precision_report(load_config(ROOT / "games/spy/spy.yaml"))
+    line = precision_report(load_config(ROOT / "arena/games/spy/spy.yaml"))
     assert line == (f"precision: policies.learner float32 on cpu (auto: {AUTO_DTYPE_ENV}=float32); "
                     "learner float32 weights on cpu")
 

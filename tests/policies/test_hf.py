@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies.base import Request, SamplingParams
-from policies.hf import HFPolicy, sampling_logprobs
+from arena.policies.base import Request, SamplingParams
+from arena.policies.hf import HFPolicy, sampling_logprobs
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.base import Request, SamplingParams
-from policies.hf import HFPolicy, row_seeds
+from arena.policies.base import Request, SamplingParams
+from arena.policies.hf import HFPolicy, row_seeds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learners"))
 from tiny_model import VOCAB, tiny_llama  # noqa: E402
@@ -122,8 +122,8 @@ def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
 
     from arena.core.types import Sample
     from arena.loop.trainer import Trainer
-    from learners.config import LearnerConfig
-    from learners.update import Learner
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner
 
     base = tiny_llama(seed=5)
     generator = HFPolicy(copy.deepcopy(base), tiny_tokenizer(), name="gen", max_model_len=128)

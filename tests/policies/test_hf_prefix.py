@@ -1,4 +1,4 @@
-"""Prefix sharing in the transformers backend (policies/hf_prefix.py): a prompt repeated in one
+"""Prefix sharing in the transformers backend (arena/policies/hf_prefix.py): a prompt repeated in one
 batch is prefilled once and its KV cache copied to its rows; the completions are those of the
 unshared path (same tokens, logprobs within 1e-5 in float32), row by row, seed by seed.
 
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.base import Request, SamplingParams
-from policies.hf import HFPolicy
-from policies.hf_prefix import dedupe
+from arena.policies.base import Request, SamplingParams
+from arena.policies.hf import HFPolicy
+from arena.policies.hf_prefix import dedupe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learners"))
@@ -139,6 +139,6 @@ def test_the_config_switch_reaches_the_policy(tiny_model: Path) -> None:  # noqa
 
     root = Path(__file__).resolve().parents[2]
     for value in (True, False):
-        cfg = load_config(root / "games/lsp/lsp.yaml", [f"policies.learner.model={tiny_model}",
+        cfg = load_config(root / "arena/games/lsp/lsp.yaml", [f"policies.learner.model={tiny_model}",
                                                         f"policies.learner.prefix_sharing={str(value).lower()}"])
         assert build_policies(cfg, ["learner"])["learner"].prefix_sharing is value

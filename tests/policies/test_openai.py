@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from policies.base import Request, SamplingParams
-from policies.openai import OpenAIPolicy, ServerError
+from arena.policies.base import Request, SamplingParams
+from arena.policies.openai import OpenAIPolicy, ServerError
 
 
 def _free_port() -> int:

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from policies.base import Request
-from policies.openai import OpenAIPolicy, ServerError
+from arena.policies.base import Request
+from arena.policies.openai import OpenAIPolicy, ServerError
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):

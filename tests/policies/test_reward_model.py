@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from policies.base import Request
-from policies.reward_model import RewardModelPolicy
+from arena.policies.base import Request
+from arena.policies.reward_model import RewardModelPolicy
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ import copy
 import pytest
 import torch
 
-from policies.base import Request, SamplingParams, chat_prompt_ids
-from policies.openai import OpenAIPolicy
+from arena.policies.base import Request, SamplingParams, chat_prompt_ids
+from arena.policies.openai import OpenAIPolicy
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed")
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def engine():
-    from policies.vllm import VLLMPolicy
+    from arena.policies.vllm import VLLMPolicy
 
     return VLLMPolicy("smollm2-135m", dtype="bfloat16", max_model_len=1024, kv_cache_gb=1, name="trainable")
 
@@ -78,8 +78,8 @@ def test_engine_gives_each_request_its_own_sampling(engine) -> None:
 def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> None:
     """Change the weights through the learner; after the sync the engine scores like the learner."""
     from arena.core.types import Sample
-    from learners.config import LearnerConfig
-    from learners.update import Learner, collate, completion_logprobs
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner, collate, completion_logprobs
 
     params = SamplingParams(temperature=1.0, max_new_tokens=12)
     reqs = [Request(messages=[{"role": "user", "content": f"Name {k + 2} colours."}], params=params, seed=k) for k in range(4)]
@@ -120,7 +120,7 @@ def server(vllm_server) -> str:
 
 def test_spy_games_through_a_local_vllm_server(server: str) -> None:
     from arena.runner import Runner
-    from games.spy import SpyGame
+    from arena.games.spy import SpyGame
 
     policy = OpenAIPolicy(server, "smollm2-135m", tokenizer="smollm2-135m", name="served")
     params = SamplingParams(temperature=1.0, max_new_tokens=24)

@@ -1,0 +1,144 @@
+"""Exact exploitability of any policy given as action probabilities, through OpenSpiel's own code.
+
+The policy at an information state ``I`` of player ``p`` is whatever the seat
+``player_p`` is asked through :class:`~arena.core.game_types.ActionQuery`: the
+prompt the seat sees at ``I`` (the env's own :func:`~arena.games.openspiel.env.observe`
+and :func:`~arena.games.openspiel.env.render`) and the names of the legal actions.
+The answers fill an ``open_spiel.python.policy.TabularPolicy``; then
+
+    NashConv(pi) = sum_p [ max_{pi'_p} u_p(pi'_p, pi_-p) - u_p(pi) ]
+    exploitability(pi) = NashConv(pi) / n_players
+
+come from ``open_spiel.python.algorithms.exploitability`` (exact best
+responses over the whole tree). Exploitability is reported for two-player
+zero-sum games only (it is then the mean gain of a best responder); NashConv for
+any game. Games with more information states than
+``exploitability_max_states`` are refused with one line (the enumeration walks
+the whole tree).
+
+Reference points (the same code on OpenSpiel's own policies): the uniform
+random policy (Kuhn: 0.4583) and the average policy of OpenSpiel's CFR+ solver
+(C++ ``pyspiel.CFRPlusSolver``) after ``CFR_ITERATIONS`` iterations (Kuhn: below 1e-4).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from arena.core.game_types import ActionProbs, ActionQuery
+
+CFR_ITERATIONS = 1000
+#: History nodes walked per allowed information state before the size check gives up.
+WALK_FACTOR = 50
+
+
+class TooLarge(ValueError):
+    """The game has too many information states to enumerate."""
+
+
+def count_info_states(game: Any, limit: int) -> int:
+    """Decision information states of ``game``, counted by a walk that stops past ``limit`` states
+    (or ``WALK_FACTOR * limit`` histories): :class:`TooLarge` then, with one line."""
+    seen: set[tuple[int, str]] = set()
+    stack, walked = [game.new_initial_state()], 0
+    key = _key_fn(game)
+    while stack:
+        state = stack.pop()
+        walked += 1
+        if len(seen) > limit or walked > WALK_FACTOR * limit:
+            raise TooLarge(f"{game} has more than {limit} information states (or {WALK_FACTOR * limit} histories) "
+                           "to enumerate; exact exploitability is for small games such as kuhn_poker and leduc_poker "
+                           "(raise game.exploitability_max_states to try anyway)")
+        if state.is_terminal():
+            continue
+        if not state.is_chance_node():
+            seen.add((state.current_player(), key(state)))
+        actions = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+        stack.extend(state.child(a) for a in actions)
+    return len(seen)
+
+
+def _key_fn(game: Any) -> Any:
+    if game.get_type().provides_information_state_string:
+        return lambda s: s.information_state_string()
+    return lambda s: s.observation_string()
+
+
+def tabular_policy(config: Any, action_probs: ActionProbs) -> Any:
+    """A ``TabularPolicy`` whose row at each information state is ``action_probs`` of that state's query."""
+    from open_spiel.python import policy as os_policy
+
+    from arena.games.openspiel.env import observe, render
+
+    game = config.load()
+    count_info_states(game, config.exploitability_max_states)
+    table = os_policy.TabularPolicy(game)
+    queries, rows, ids = [], [], []
+    for row, state in enumerate(table.states):
+        player = state.current_player()
+        obs = observe(config.game, state, player)
+        queries.append(ActionQuery(seat=f"player_{player}", messages=render(obs), observation=obs, actions=obs.legal))
+        rows.append(row)
+        ids.append(obs.legal_ids)
+    answers = action_probs(queries)
+    table.action_probability_array[:] = 0.0
+    for row, legal, probs in zip(rows, ids, answers, strict=True):
+        p = np.asarray(probs, dtype=float)
+        if p.shape != (len(legal),) or not np.isfinite(p).all() or (p < 0).any() or abs(p.sum() - 1) > 1e-6:
+            raise ValueError(f"action probabilities at {table.states[row]} must be {len(legal)} numbers summing to 1, "
+                             f"got {probs!r}")
+        table.action_probability_array[row, list(legal)] = p
+    return table
+
+
+def exploitability_of(game: Any, table: Any) -> dict[str, float]:
+    """``nash_conv`` (any game) and ``exploitability`` (two-player zero-sum) from OpenSpiel."""
+    from open_spiel.python.algorithms import exploitability
+
+    from arena.games.openspiel.rules import is_zero_sum
+
+    out = {"nash_conv": float(exploitability.nash_conv(game, table))}
+    if game.num_players() == 2 and is_zero_sum(game):
+        out["exploitability"] = float(exploitability.exploitability(game, table))
+    return out
+
+
+def policy_exploitability(config: Any, action_probs: ActionProbs) -> dict[str, float]:
+    """Exact NashConv / exploitability of the seats' policies, with the reference points beside them."""
+    game = config.load()
+    values = exploitability_of(game, tabular_policy(config, action_probs))
+    refs = reference_points(str(game), config.exploitability_max_states)
+    return values | {f"{k}_{ref}": v for ref, vals in refs.items() for k, v in vals.items()}
+
+
+@lru_cache(maxsize=8)
+def cfr_policy(game_string: str, iterations: int = CFR_ITERATIONS) -> Any:
+    """OpenSpiel's CFR+ average policy after ``iterations`` iterations, as a ``TabularPolicy`` (cached)."""
+    import pyspiel
+    from open_spiel.python import policy as os_policy
+
+    game = pyspiel.load_game(game_string)
+    solver = pyspiel.CFRPlusSolver(game)
+    for _ in range(iterations):
+        solver.evaluate_and_update_policy()
+    average = solver.average_policy()
+    table = os_policy.TabularPolicy(game)
+    for row, state in enumerate(table.states):
+        for action, p in average.action_probabilities(state).items():
+            table.action_probability_array[row, action] = p
+    return table
+
+
+@lru_cache(maxsize=8)
+def reference_points(game_string: str, max_states: int) -> dict[str, dict[str, float]]:
+    """Uniform random and CFR+ policies' values, by name."""
+    import pyspiel
+    from open_spiel.python import policy as os_policy
+
+    game = pyspiel.load_game(game_string)
+    count_info_states(game, max_states)
+    return {"uniform": exploitability_of(game, os_policy.UniformRandomPolicy(game)),
+            "cfr": exploitability_of(game, cfr_policy(game_string))}

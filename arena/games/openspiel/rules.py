@@ -1,0 +1,184 @@
+"""Pure rules of the OpenSpiel adapter: loading a game, rendering a state for one player, parsing a reply.
+
+Nothing here holds episode state; the env (``arena/games/openspiel/env.py``) wires these into PettingZoo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from arena.core.game_types import Invalid
+
+#: Short rules for the games the adapter knows; any other game gets a generic line.
+RULES = {
+    "kuhn_poker": (
+        "Kuhn poker, two players. The deck has three cards: Jack < Queen < King. Each player antes 1 chip and is "
+        "dealt one private card. Player 0 acts first. 'Pass' checks (or folds when facing a bet); 'Bet' puts 1 more "
+        "chip in (or calls a bet). If one player bets and the other passes, the bettor wins the pot. Otherwise the "
+        "higher card wins the pot at showdown. Your score is the chips you win or lose."
+    ),
+    "leduc_poker": (
+        "Leduc poker, two players. The deck has six cards: two Jacks, two Queens, two Kings (ranks J < Q < K). "
+        "Each player antes 1 chip and gets one private card. There are two betting rounds (raise size 2 in the "
+        "first, 4 in the second, at most two raises a round); after the first a public card is revealed. "
+        "'Fold' gives up the pot, 'Call' matches the current bet (checks when there is none), 'Raise' bets more. "
+        "At showdown a pair with the public card wins, else the higher card. Your score is the chips you win or lose."
+    ),
+    "tic_tac_toe": (
+        "Tic-tac-toe on a 3x3 board. Player 0 plays x, player 1 plays o; players alternate placing their mark "
+        "on an empty cell, written mark(row,column) with rows and columns 0..2. Three in a row, column or "
+        "diagonal wins (+1, the loser -1); a full board is a draw (0)."
+    ),
+    "liars_dice": (
+        "Liar's dice. Each player rolls dice in secret. Players take turns bidding 'count-face': a claim that at "
+        "least count dice among ALL players show that face (6 is wild). Each bid must be higher than the last. "
+        "Instead of bidding you may call 'Liar' on the previous bid: if the bid holds, the caller loses (-1), "
+        "else the bidder loses (-1); the winner gets +1."
+    ),
+}
+
+KUHN_CARDS = ("Jack", "Queen", "King")
+KUHN_MOVES = {"p": "Pass", "b": "Bet"}
+
+
+class GameLoadError(ValueError):
+    """An unknown OpenSpiel game, or parameters it rejects (one line)."""
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """OpenSpiel's C++ error handler prints the error to file descriptor 2 before raising: keep it off."""
+    try:
+        fd = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(fd, 2)
+        os.close(fd)
+
+
+def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(params.items()))
+
+
+@lru_cache(maxsize=64)
+def _load(name: str, params: tuple[tuple[str, Any], ...]) -> Any:
+    import pyspiel
+
+    if name not in pyspiel.registered_names():
+        near = [n for n in pyspiel.registered_names() if name[:3] and n.startswith(name[:3])]
+        hint = f"; close: {', '.join(near[:6])}" if near else ""
+        raise GameLoadError(f"unknown OpenSpiel game {name!r} (pyspiel.registered_names() lists {len(pyspiel.registered_names())}, "
+                            f"e.g. kuhn_poker, leduc_poker, tic_tac_toe, liars_dice{hint})")
+    spec = pyspiel.load_game(name).get_type().parameter_specification  # defaults: the game loads without params
+    for key, value in params:
+        if key not in spec:
+            raise GameLoadError(f"{name} has no parameter {key!r}; known: {', '.join(sorted(spec)) or 'none'}")
+        default = spec[key]
+        if type(value) is not type(default) and not (isinstance(default, float) and type(value) is int):
+            raise GameLoadError(f"{name} parameter {key}={value!r}: expected {type(default).__name__} "
+                                f"(default {default!r})")
+    try:
+        with _quiet_stderr():
+            game = pyspiel.load_game(name, {k: float(v) if isinstance(spec[k], float) else v for k, v in params})
+    except pyspiel.SpielError as e:
+        raise GameLoadError(f"{name} rejects params {dict(params)}: {' '.join(str(e).split())}") from None
+    kind = game.get_type()
+    if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        raise GameLoadError(f"{name} is a simultaneous-move game; the adapter plays sequential games only")
+    if not (kind.provides_information_state_string or kind.provides_observation_string):
+        raise GameLoadError(f"{name} provides neither information-state nor observation strings to render")
+    if kind.chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC:
+        raise GameLoadError(f"{name} samples chance internally; the adapter needs explicit chance outcomes")
+    return game
+
+
+def load_game(name: str, params: Mapping[str, Any] | None = None) -> Any:
+    """The ``pyspiel.Game`` for ``name`` and ``params``, cached; :class:`GameLoadError` with one line otherwise."""
+    return _load(name, params_key(params or {}))
+
+
+def resolve_chance(state: Any, rng: np.random.Generator) -> None:
+    """Apply chance outcomes drawn from ``rng`` (the env's own generator) until a player moves or the game ends."""
+    while state.is_chance_node():
+        outcomes = state.chance_outcomes()
+        probs = np.array([p for _, p in outcomes], dtype=float)
+        index = int(rng.choice(len(outcomes), p=probs / probs.sum()))
+        state.apply_action(outcomes[index][0])
+
+
+def legal_names(state: Any, player: int) -> list[str]:
+    """OpenSpiel's ``action_to_string`` of each legal action, in ``legal_actions`` order."""
+    return [state.action_to_string(player, a) for a in state.legal_actions(player)]
+
+
+def info_state(state: Any, player: int) -> str:
+    """OpenSpiel's information-state string (or the observation string where the game has none)."""
+    if state.get_game().get_type().provides_information_state_string:
+        return str(state.information_state_string(player))
+    return str(state.observation_string(player))
+
+
+def describe(game_name: str, state: Any, player: int) -> str:
+    """The player's view as text: OpenSpiel's own string, in plain words for Kuhn poker."""
+    raw = info_state(state, player)
+    if game_name == "kuhn_poker" and raw[:1].isdigit() and set(raw[1:]) <= set("pb"):
+        card = KUHN_CARDS[int(raw[0])] if int(raw[0]) < len(KUHN_CARDS) else f"card {raw[0]}"
+        moves = [f"Player {i % state.get_game().num_players()}: {KUHN_MOVES[m]}" for i, m in enumerate(raw[1:])]
+        history = "; ".join(moves) if moves else "no moves yet"
+        return f"Your card: {card}. Betting so far: {history}."
+    if game_name == "tic_tac_toe" and state.get_game().get_type().provides_observation_string:
+        return f"Board (rows 0-2, columns 0-2; '.' is empty):\n{state.observation_string(player)}"
+    return f"Your information state (OpenSpiel's string): {raw}"
+
+
+def rules_text(game_name: str) -> str:
+    return RULES.get(game_name, f"The OpenSpiel game {game_name}. Win as many points as you can.")
+
+
+def prompt_text(game_name: str, player: int, view: str, legal: Sequence[str]) -> str:
+    choices = ", ".join(legal)
+    return (f"You are player {player}.\n{view}\nLegal actions: {choices}.\n"
+            "Reply with exactly one legal action and nothing else.")
+
+
+@lru_cache(maxsize=4096)
+def _pattern(name: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
+
+
+def parse_action(text: str, legal: Sequence[str]) -> int | Invalid:
+    """Index into ``legal`` of the LAST legal name the reply mentions (case-insensitive, whole words:
+    not inside a longer word or number); at one position the longest name wins. None -> :class:`Invalid`."""
+    best: tuple[int, int, int] | None = None  # (start, length, index)
+    for index, name in enumerate(legal):
+        last = None
+        for last in _pattern(name).finditer(text):
+            pass
+        if last is not None:
+            key = (last.start(), len(name), index)
+            if best is None or key[:2] > best[:2]:
+                best = key
+    if best is None:
+        shown = ", ".join(legal[:12]) + (", ..." if len(legal) > 12 else "")
+        return Invalid(reason=f"no legal action named (legal: {shown})")
+    return best[2]
+
+
+def is_zero_sum(game: Any) -> bool:
+    """The game's declared utility is zero-sum (OpenSpiel's ``GameType.utility``)."""
+    import pyspiel
+
+    return bool(game.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM)

