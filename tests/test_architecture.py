@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).with_name("lint-imports")  # the venv's binary (the dev extra)
-PACKAGES = ("arena", "games", "policies", "learners")
+PACKAGES = ("arena", "examples")
 
 
 def lint(cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from arena.stats.seating import balance, schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 RPS = str(ROOT / "tests" / "fixtures" / "rps.yaml")
-SPY = str(ROOT / "games" / "spy" / "spy.yaml")
+SPY = str(ROOT / "arena" / "games" / "spy" / "spy.yaml")
 SPY_SEATS = [f"player_{i}" for i in range(4)]
 SPY_LAYOUTS = [{"spy": k} for k in range(4)]
 

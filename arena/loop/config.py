@@ -491,23 +491,25 @@ def default_config_path(name: str) -> Path | None:
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaConfig:
     """Read a YAML file, apply ``--set`` overrides, validate."""
-    path = default_config_path(str(path)) or Path(path)
+    given = str(path)
+    path = default_config_path(given) or Path(path)
+    shown = given if given.startswith("games/") else str(path)  # errors name the path as the user wrote it
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
+        raise ConfigError(f"{shown}: no such config file") from None
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file") from None
+        raise ConfigError(f"{shown}: is a directory, not a config file") from None
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); a config is a YAML file") from None
+        raise ConfigError(f"{shown}: not UTF-8 text (byte {e.start}); a config is a YAML file") from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read the config file ({e.strerror or e})") from None
+        raise ConfigError(f"{shown}: cannot read the config file ({e.strerror or e})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, even for a NUL byte
-        raise ConfigError(f"{path}:{where} not valid YAML ({problem})") from None
+        raise ConfigError(f"{shown}:{where} not valid YAML ({problem})") from None
     raw = raw if raw is not None else {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of sections, got {type(raw).__name__}")
-    return parse_config(apply_overrides(raw, overrides or []), str(path))
+        raise ConfigError(f"{shown}: expected a mapping of sections, got {type(raw).__name__}")
+    return parse_config(apply_overrides(raw, overrides or []), shown)

@@ -12,8 +12,8 @@ from arena.core.errors import ConfigError
 from arena.loop.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-SPY_YAML = ROOT / "games" / "spy" / "spy.yaml"
-LSP_YAML = ROOT / "games" / "lsp" / "lsp.yaml"
+SPY_YAML = ROOT / "arena" / "games" / "spy" / "spy.yaml"
+LSP_YAML = ROOT / "arena" / "games" / "lsp" / "lsp.yaml"
 
 
 def _bad_yaml(tmp_path: Path, replace: str, by: str) -> Path:
@@ -26,7 +26,7 @@ def _bad_yaml(tmp_path: Path, replace: str, by: str) -> Path:
 
 @pytest.mark.parametrize("name", ["spy.yaml", "spy.paper.yaml"])
 def test_shipped_configs_load(name: str) -> None:
-    cfg = load_config(ROOT / "games" / "spy" / name)
+    cfg = load_config(ROOT / "arena" / "games" / "spy" / name)
     assert cfg.game.name == "spy"
     assert cfg.game.settings.n_players in (3, 5)  # type: ignore[attr-defined]
 

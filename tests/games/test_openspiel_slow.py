@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-KUHN = str(ROOT / "games" / "openspiel" / "kuhn.yaml")
+KUHN = str(ROOT / "arena" / "games" / "openspiel" / "kuhn.yaml")
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(("config", "sets", "legal"), [
     (KUHN, ["game.invalid.mode=na"], "Legal actions: Pass, Bet."),  # na: zero-sum returns (kuhn.yaml penalises)
-    (str(ROOT / "games" / "openspiel" / "leduc.yaml"), [], "Legal actions:"),
-    (str(ROOT / "games" / "openspiel" / "openspiel.yaml"), ["game.game=tic_tac_toe", "policies.learner.sampling.max_new_tokens=4"],
+    (str(ROOT / "arena" / "games" / "openspiel" / "leduc.yaml"), [], "Legal actions:"),
+    (str(ROOT / "arena" / "games" / "openspiel" / "openspiel.yaml"), ["game.game=tic_tac_toe", "policies.learner.sampling.max_new_tokens=4"],
      "Legal actions:"),
 ])
 def test_builtin_model_plays_through_arena_play(config: str, sets: list[str], legal: str, tmp_path: Path, capsys) -> None:

@@ -159,7 +159,7 @@ def test_one_gigabyte_print(sandbox):
 
 
 def test_reading_the_repository(sandbox):
-    for path in (REPO / "pyproject.toml", REPO / "games" / "skill_sp" / "sandbox.py", Path.home() / ".bashrc"):
+    for path in (REPO / "pyproject.toml", REPO / "arena" / "games" / "skill_sp" / "sandbox.py", Path.home() / ".bashrc"):
         r = sandbox.run(f"print(open({str(path)!r}).read())")
         assert_contained(r, statuses={Status.ERROR})
         assert "FileNotFoundError" in r.reason or "PermissionError" in r.reason

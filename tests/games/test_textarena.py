@@ -187,7 +187,7 @@ def test_an_unknown_env_id_is_a_one_line_config_error_naming_valid_ids(tmp_path:
 
 @pytest.mark.parametrize("name", ["tictactoe", "kuhn_poker", "simple_negotiation"])
 def test_yamls_load_with_spirals_recipe(name: str) -> None:
-    cfg = load_config(str(ROOT / f"games/textarena/{name}.yaml"))
+    cfg = load_config(str(ROOT / f"arena/games/textarena/{name}.yaml"))
     est = cfg.learner.estimators["turn"]
     assert est.name == "rae" and est.credit == "trajectory"
     assert cfg.game.make_env().zero_sum is True
@@ -206,7 +206,7 @@ def test_builtin_model_plays_each_game_through_arena_play(tmp_path: Path) -> Non
 
     for name in ("tictactoe", "kuhn_poker", "simple_negotiation"):
         out = tmp_path / f"{name}.jsonl"
-        rc = main([str(ROOT / f"games/textarena/{name}.yaml"), "--episodes", "1", "--jsonl", str(out),
+        rc = main([str(ROOT / f"arena/games/textarena/{name}.yaml"), "--episodes", "1", "--jsonl", str(out),
                    "--set", "game.max_turns=2", "--set", "policies.learner.sampling.max_new_tokens=4"])
         assert rc == 0
         ep = Episode.model_validate_json(out.read_text().splitlines()[0])
