@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import warnings
 from types import ModuleType
@@ -48,11 +49,13 @@ def new_name(old: str) -> str | None:
 
 
 def _caller_stacklevel() -> int:
-    """The stack level of the first frame outside the import machinery and this module."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
-                                 or frame.f_code.co_filename == __file__):
-        frame, level = frame.f_back, level + 1
+    """The ``stacklevel`` that points at the importing line: the first frame outside this module and
+    the import machinery (``warnings.warn`` already skips importlib's frames when it counts)."""
+    frame, level = sys._getframe(2), 2  # the frame above create_module
+    while frame is not None and (frame.f_code.co_filename == __file__ or "importlib" in frame.f_code.co_filename):
+        if frame.f_code.co_filename == __file__:
+            level += 1
+        frame = frame.f_back
     return level
 
 
@@ -76,8 +79,10 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         if new is None:
             return None
         head, _, _ = fullname.rpartition(".")
-        if not head and importlib.machinery.PathFinder.find_spec(fullname) is not None:
-            return None  # another installed package has this name: it wins
+        if not head:
+            other = importlib.machinery.PathFinder.find_spec(fullname)
+            if other is not None and other.origin is not None:
+                return None  # another installed module or regular package has this name: it wins
         if head and head != "arena" and sys.modules.get(head) is not sys.modules.get(new_name(head) or ""):
             return None  # a submodule of someone else's package of that name
         real = importlib.util.find_spec(new)
