@@ -62,3 +62,24 @@ def test_train_with_the_vllm_backend_on_cpu(tmp_path: Path) -> None:
     # The engine got the learner's weights after step 1: its logprobs still match the learner's.
     assert rows[1]["logprob_gap"] is not None and rows[1]["logprob_gap"] < 0.2
     assert (run / "checkpoints" / "step_000002" / "model" / "config.json").is_file()
+
+
+def test_a_step_with_no_sample_names_the_warm_start_when_replies_are_invalid() -> None:
+    from arena.core.types import Episode, Turn
+    from arena.loop.trainer import no_samples_message
+
+    def episode(valid: list[bool]) -> Episode:
+        turns = [Turn(index=i, seat="s", role="player", phase="bid", policy="learner", messages=[], completion="x",
+                      valid=v) for i, v in enumerate(valid)]
+        return Episode(game="g", episode_id="e", seed=0, turns=turns, rewards={"s": 0.0}, roles={"s": "player"})
+
+    mostly_invalid = no_samples_message([episode([False, False, False, True])], ["bid"], "learner")
+    assert "75% of the trainable policy's 4 replies were invalid" in mostly_invalid
+    assert "train.warm_start" in mostly_invalid and "\n" not in mostly_invalid
+    valid = no_samples_message([episode([True, True])], ["bid"], "learner")
+    assert "0% of the trainable policy's 2 replies" in valid and "train.warm_start" not in valid
+    assert "drop_zero_variance" in valid
+    # another policy's invalid turns are not the trainable policy's
+    other = episode([False, False])
+    other.turns[0].policy = other.turns[1].policy = "frozen"
+    assert "of the trainable policy's 0 replies" in no_samples_message([other], ["bid"], "learner")

@@ -31,16 +31,13 @@ import torch
 from arena.core.distributed import SINGLE, Dist, barrier, gather, gather_to_main, sum_values
 from arena.core.errors import ConfigError
 from arena.core.types import Episode, Sample, write_jsonl
-from arena.loop.canary import auto_max_gap, canary_samples, canary_stats, check_gap, generator_logprobs
+from arena.loop.canary import canary_samples, canary_stats, check_gap, generator_logprobs
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
+from arena.loop.assemble import TrainerParts, precision_report, resolve_precision, resolved_config  # noqa: F401 - re-exported
 from arena.loop.config import ArenaConfig
 from arena.runner import EpisodeSpec, generate_texts
-from arena.learners.estimators import EstimatorStates
 from arena.learners.progress import Progress
 from arena.learners.samples import build_samples
-from arena.learners.schedule import make_schedule
-from arena.learners.update import Learner
-from arena.policies.config import ModelPolicySpec
 
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s")
 
@@ -50,36 +47,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def resolve_precision(learner: Any) -> Any:
-    """``param_dtype: auto`` and ``autocast_bf16: auto`` made concrete for the learner's device:
-    bf16 weights where bf16 is fast, and then no autocast (the weights are bf16 already)."""
-    from arena.policies.hardware import fast_bf16
-
-    fast = fast_bf16(learner.device) and learner.backend == "torch"
-    update: dict[str, Any] = {}
-    if learner.param_dtype == "auto":
-        update["param_dtype"] = "bfloat16" if fast else "float32"
-    if learner.autocast_bf16 == "auto":
-        update["autocast_bf16"] = fast and update.get("param_dtype", learner.param_dtype) != "bfloat16"
-    return learner.model_copy(update=update)
-
-
-def precision_report(cfg: ArenaConfig) -> str:
-    """One line: what ``dtype: auto`` resolved to for each model policy that uses it, with the reason,
-    and the learner's weights and autocast (printed by ``arena.train`` at start-up)."""
-    from arena.policies.hardware import auto_dtype
-
-    parts = []
-    for name, spec in cfg.policies.items():
-        if isinstance(spec, ModelPolicySpec) and spec.backend != "openai":
-            dtype, why = auto_dtype(spec.device) if spec.dtype == "auto" else (spec.dtype, "set in the config")
-            parts.append(f"policies.{name} {dtype} on {spec.device} ({'auto: ' if spec.dtype == 'auto' else ''}{why})")
-    learner = resolve_precision(cfg.learner)
-    weights = "bf16 weights, fp32 master" if learner.param_dtype == "bfloat16" else "float32 weights"
-    parts.append(f"learner {weights}{', bf16 autocast' if learner.autocast_bf16 else ''} on {cfg.learner.device}")
-    return "precision: " + "; ".join(parts)
 
 
 def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -98,81 +65,24 @@ def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
 class Trainer:
     """Rollouts with the policy table, advantages and an update of the trainable policy, per step."""
 
-    def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE):
-        if cfg.trainable is None:
-            raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
-        if cfg.trainable not in cfg.seat_table().values():
-            raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
-        from arena.loop.loggers import Loggers, check_installed, code_version
+    def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE,
+                 parts: TrainerParts | None = None):
+        """``parts``: the object graph :func:`~arena.loop.assemble.build_trainer_parts` makes from
+        ``cfg`` (built here when not given)."""
+        from arena.loop.assemble import build_trainer_parts, open_loggers
 
-        check_installed(cfg.train.loggers)  # before any model loads
-        self.cfg = cfg
-        self.run_dir = run_dir
-        self.dist = dist
+        p = parts if parts is not None else build_trainer_parts(cfg, run_dir, resume, dist)
+        self.cfg, self.run_dir, self.dist = cfg, run_dir, dist
         self.step = 0
         self.game_cls = cfg.game.cls
         self.pipeline: Any = None  # train.async's rollout thread, while run() runs
         self._inflight: dict[int, Any] = {}  # in-flight steps put back by --resume
-
-        from arena.loop.build import (
-            ModelStore, build_policies, build_runner, league_policy, reference_model, sampling_table,
-        )
-
-        store = ModelStore()
-        self.policies = build_policies(cfg, store=store)
-        self.generator = self.policies[cfg.trainable]
-        spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
-        learner_cfg = resolve_precision(cfg.learner)
-        from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
-
-        caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
-        learner_cfg = resolve_length_cap(learner_cfg, max(caps))
-        # An hf generator on the learner's device whose dtype is the learner's weights' shares the
-        # learner's model: nothing to sync. With bf16 weights the fp32 master then starts from the
-        # generator's bf16 copy of the initial weights.
-        self.staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
-        self._check_async(cfg, dist)
-        # With async rollouts (k >= 1) the generator plays while the learner updates: it needs its own copy.
-        if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device
-                and not self.staleness):
-            model, self.tokenizer = self.generator.model, self.generator.tokenizer  # type: ignore[attr-defined]
-        else:
-            from arena.core.models import load_causal_lm
-
-            model, self.tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
-        ref = reference_model(cfg, self.policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
-        self.learner = Learner(model, learner_cfg, self.tokenizer.pad_token_id, spec.sampling.temperature, ref, dist)
-        self.adapter_sync = None
-        if learner_cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
-            from arena.learners.lora import set_base_name
-
-            set_base_name(self.learner.module, portable_model_name(spec.model))
-            if hasattr(self.generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
-                self.adapter_sync = AdapterFolders(run_dir / ".adapter_sync")
-        bound = cfg.train.sync_canary_max_gap
-        # Either side in bf16 leaves a bf16-sized gap after a correct sync.
-        sides = "float32" if spec.resolved_dtype == learner_cfg.param_dtype == "float32" else "bfloat16"
-        self.canary_max_gap = auto_max_gap(sides) if bound == "auto" else bound
-        self.generator_dtype = spec.resolved_dtype  # the canary rounds the learner's weights to it
-        self.estimator_states = EstimatorStates(cfg.learner.estimators)
-        self.schedule = make_schedule(cfg.train.schedule, list(cfg.learner.estimators))
-        env = self.probe_env = cfg.game.make_env()  # also computes the game's step metrics
-        self.state = env.make_state()
-        self.runner = build_runner(cfg, self.policies, state=self.state)
-        self.league = None
-        if cfg.train.league.enabled:  # past checkpoints as opponents, rated matches (arena/loop/league.py)
-            from arena.loop.league import League
-
-            self.league = League(cfg, run_dir, self.runner, partial(league_policy, cfg))
-        self._report_untrained_phases(env)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.warm = None
-        if cfg.train.warm_start is not None:  # supervised fine-tuning before self-play (arena/loop/warm_start.py)
-            from arena.loop.warm_start import WarmStart
-
-            self.warm = WarmStart(cfg, run_dir)
-            if resume is None and dist.main and self.warm.path.exists():
-                self.warm.path.unlink()
+        self.policies, self.generator, self.tokenizer, self.learner = p.policies, p.generator, p.tokenizer, p.learner
+        self.adapter_sync, self.staleness = p.adapter_sync, p.staleness
+        self.canary_max_gap, self.generator_dtype = p.canary_max_gap, p.generator_dtype
+        self.estimator_states, self.schedule = p.estimator_states, p.schedule
+        self.probe_env, self.state, self.runner, self.league = p.probe_env, p.state, p.runner, p.league
+        self.warm, self.evals, self.episode_log = p.warm, p.evals, p.episode_log
         self.metrics_path = run_dir / "metrics.jsonl"
         if resume is not None:
             try:
@@ -182,40 +92,8 @@ class Trainer:
             self._restore(checkpoint)
         elif self.metrics_path.exists() and dist.main:
             self.metrics_path.unlink()
-        config = resolved_config(cfg) | {"code": code_version()} if dist.main else {}
-        if dist.main:
-            (run_dir / "config.json").write_text(json.dumps(config, indent=2))
-        self.loggers = Loggers(cfg.train.loggers, run_dir, config)  # trackers (arena/loop/loggers.py), rank 0 only
+        self.loggers = open_loggers(cfg, run_dir, dist)  # writes config.json; trackers on rank 0 only
         self.last_step = cfg.train.steps
-        self.evals = None
-        if cfg.train.evals:  # held-out games with the current weights (arena/loop/evals.py)
-            from arena.loop.evals import TrainEvals
-
-            self.evals = TrainEvals(cfg, run_dir, dist, sampling_table(cfg))
-        self.episode_log = None
-        if cfg.train.save_episodes and dist.main:
-            from arena.view.record import EpisodeLog
-
-            group_by = {phase: list(est.group_by) for phase, est in cfg.learner.estimators.items()}
-            self.episode_log = EpisodeLog(
-                run_dir, cfg.train.episodes_max_mb, self.tokenizer, cfg.trainable, group_by, fresh=resume is None
-            )
-
-    @staticmethod
-    def _check_async(cfg: ArenaConfig, dist: Dist) -> None:
-        if cfg.train.async_ is None or not cfg.train.async_.max_staleness:
-            return
-        if dist.active:
-            raise ConfigError("train.async: async rollouts run on one rank for now; remove train.async or run one rank")
-        if cfg.train.league.enabled:
-            raise ConfigError("train.async: async rollouts with train.league are not supported (the league assigns "
-                              "opponents from checkpoints as they are written); turn one of them off")
-
-    def _report_untrained_phases(self, env: Any) -> None:
-        missing = [p for p in getattr(env, "phases", ()) if p not in self.cfg.learner.estimators]
-        if missing:
-            print(f"note: no estimator for phase(s) {', '.join(missing)}: their turns are not trained "
-                  "(add them under learner.estimators)", file=sys.stderr)
 
     # -------------------------------------------------------------- the loop
     def run(self, max_steps: int | None = None) -> list[dict[str, float]]:
@@ -284,7 +162,7 @@ class Trainer:
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
-        before = self.canary_before(episodes)
+        before = self.canary_before(episodes) if samples else None  # no sample: the weights do not change
         if self.dist.active:
             learn_stats = self.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
         else:
@@ -292,13 +170,13 @@ class Trainer:
         if self.episode_log is not None:
             self.episode_log.write(step, episodes, samples)
         if not samples:
-            print(f"step {step}: trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning "
-                  "signal; check seats, learner.estimators and drop_zero_variance)", file=sys.stderr)
+            print(f"step {step}: {no_samples_message(episodes, phases, cfg.trainable)}", file=sys.stderr)
         t_update = time.perf_counter()
         if pipeline is not None:  # the last step the old weights play must be played first
             pipeline.before_sync(step)
         with pipeline.lock if pipeline is not None else contextlib.nullcontext():
-            self.sync_weights()
+            if samples:  # an update with no sample changed no weight: nothing to push
+                self.sync_weights()
             canary = self.sync_canary(before)
             t2 = time.perf_counter()
             summary = episode_summary(episodes)
@@ -471,6 +349,19 @@ class Trainer:
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
 
 
+def no_samples_message(episodes: Sequence[Episode], phases: Sequence[str], trainable: str) -> str:
+    """Why a step trained nothing, and what to try. When most of the trainable policy's replies were
+    invalid, the model does not yet write the game's format: a warm start is the usual fix."""
+    turns = [t for ep in episodes for t in ep.turns if t.policy == trainable]
+    invalid = sum(not t.valid for t in turns) / len(turns) if turns else 0.0
+    why = (f"trained 0 samples (phases {'+'.join(phases)}: no trainable turn with a learning signal; "
+           f"{invalid:.0%} of the trainable policy's {len(turns)} replies were invalid)")
+    if turns and invalid >= 0.5:
+        return (why + "; the model does not yet write the game's format: add train.warm_start (supervised "
+                "demonstrations from a bot before self-play, docs/guides/warm-start.md), or loosen the game's parser")
+    return why + "; check seats, learner.estimators and drop_zero_variance"
+
+
 def shares_model(generator: Any, module: Any) -> bool:
     """The generator runs on the learner's own model (a LoRA learner's base, adapters injected): no sync."""
     from arena.learners.lora import base_model
@@ -501,34 +392,6 @@ def restore_weights(module: Any, folder: Path) -> None:
         module.load_state_dict(saved.state_dict())
 
 
-def portable_model_name(name: str) -> str:
-    """How a saved adapter names its base: a built-in or hub id as given, a local folder as an absolute path."""
-    from arena.core.models import BUILTIN_MODELS, local_model
-
-    if name in BUILTIN_MODELS or not Path(name).expanduser().is_dir():
-        return name
-    return str(Path(local_model(name)).resolve())
-
-
-class AdapterFolders:
-    """Where a LoRA run writes each adapter version for a vLLM generator: ``<root>/v<N>``. The engine reads
-    a folder when a request first uses it (and again after an eviction), so the newest two are kept."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.version = 0
-
-    def write(self, module: Any) -> Path:
-        import shutil
-
-        self.version += 1
-        folder = self.root / f"v{self.version}"
-        shutil.rmtree(folder, ignore_errors=True)
-        module.save_pretrained(folder)
-        shutil.rmtree(self.root / f"v{self.version - 2}", ignore_errors=True)
-        return folder
-
-
 def _row_step(line: str) -> float:
     """The step of a metrics.jsonl line; a line cut short (a kill or a full disk mid-write) counts as after any step."""
     try:
@@ -537,7 +400,3 @@ def _row_step(line: str) -> float:
         return math.inf
 
 
-def resolved_config(cfg: ArenaConfig) -> dict[str, Any]:
-    """The run's full config as JSON (game settings inlined), written to config.json."""
-    game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
-    return cfg.model_dump(mode="json", exclude={"game"}, by_alias=True) | {"game": game}

@@ -1,0 +1,234 @@
+"""The trainer's object graph, built from a validated config: policies, the learner, the runner and
+game state, the league, evaluations, the episode log and the loggers.
+
+:func:`build_trainer_parts` is the one place that turns an :class:`~arena.loop.config.ArenaConfig`
+into these parts; :class:`~arena.loop.trainer.Trainer` receives them and only runs the loop. The
+checks that need no model (a trainable policy with a seat, trackers installed, async settings) run
+first, so a bad config fails before any model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from arena.core.distributed import SINGLE, Dist
+from arena.core.errors import ConfigError
+from arena.loop.canary import auto_max_gap
+from arena.loop.config import ArenaConfig
+from arena.learners.estimators import EstimatorStates
+from arena.learners.schedule import make_schedule
+from arena.learners.update import Learner
+from arena.policies.config import ModelPolicySpec
+
+
+def resolve_precision(learner: Any) -> Any:
+    """``param_dtype: auto`` and ``autocast_bf16: auto`` made concrete for the learner's device:
+    bf16 weights where bf16 is fast, and then no autocast (the weights are bf16 already)."""
+    from arena.policies.hardware import fast_bf16
+
+    fast = fast_bf16(learner.device) and learner.backend == "torch"
+    update: dict[str, Any] = {}
+    if learner.param_dtype == "auto":
+        update["param_dtype"] = "bfloat16" if fast else "float32"
+    if learner.autocast_bf16 == "auto":
+        update["autocast_bf16"] = fast and update.get("param_dtype", learner.param_dtype) != "bfloat16"
+    return learner.model_copy(update=update)
+
+
+def precision_report(cfg: ArenaConfig) -> str:
+    """One line: what ``dtype: auto`` resolved to for each model policy that uses it, with the reason,
+    and the learner's weights and autocast (printed by ``arena.train`` at start-up)."""
+    from arena.policies.hardware import auto_dtype
+
+    parts = []
+    for name, spec in cfg.policies.items():
+        if isinstance(spec, ModelPolicySpec) and spec.backend != "openai":
+            dtype, why = auto_dtype(spec.device) if spec.dtype == "auto" else (spec.dtype, "set in the config")
+            parts.append(f"policies.{name} {dtype} on {spec.device} ({'auto: ' if spec.dtype == 'auto' else ''}{why})")
+    learner = resolve_precision(cfg.learner)
+    weights = "bf16 weights, fp32 master" if learner.param_dtype == "bfloat16" else "float32 weights"
+    parts.append(f"learner {weights}{', bf16 autocast' if learner.autocast_bf16 else ''} on {cfg.learner.device}")
+    return "precision: " + "; ".join(parts)
+
+
+@dataclass
+class TrainerParts:
+    """What a :class:`~arena.loop.trainer.Trainer` runs: every object it needs, built from the config."""
+
+    policies: dict[str, Any]
+    generator: Any  # the trainable policy's generation backend (one of ``policies``)
+    tokenizer: Any
+    learner: Learner
+    adapter_sync: AdapterFolders | None  # LoRA with a vLLM generator: adapter folders, else None
+    staleness: int  # train.async's max_staleness, 0 when rollouts are synchronous
+    canary_max_gap: float | None
+    generator_dtype: str  # the canary rounds the learner's weights to it
+    estimator_states: EstimatorStates
+    schedule: Any
+    probe_env: Any  # an env of the game: computes the step metrics
+    state: Any  # the game's cross-episode state, or None
+    runner: Any
+    league: Any
+    warm: Any
+    evals: Any
+    episode_log: Any
+
+
+def check_trainable(cfg: ArenaConfig) -> None:
+    """A trainable policy exists and some seat plays it (no model needed)."""
+    if cfg.trainable is None:
+        raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
+    if cfg.trainable not in cfg.seat_table().values():
+        raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
+
+
+def check_async(cfg: ArenaConfig, dist: Dist) -> None:
+    if cfg.train.async_ is None or not cfg.train.async_.max_staleness:
+        return
+    if dist.active:
+        raise ConfigError("train.async: async rollouts run on one rank for now; remove train.async or run one rank")
+    if cfg.train.league.enabled:
+        raise ConfigError("train.async: async rollouts with train.league are not supported (the league assigns "
+                          "opponents from checkpoints as they are written); turn one of them off")
+
+
+def report_untrained_phases(cfg: ArenaConfig, env: Any) -> None:
+    missing = [p for p in getattr(env, "phases", ()) if p not in cfg.learner.estimators]
+    if missing:
+        print(f"note: no estimator for phase(s) {', '.join(missing)}: their turns are not trained "
+              "(add them under learner.estimators)", file=sys.stderr)
+
+
+def build_learner(cfg: ArenaConfig, policies: dict[str, Any], store: Any, staleness: int, dist: Dist) -> tuple[Learner, Any]:
+    """The trainable policy's learner and tokenizer. An hf generator on the learner's device whose dtype
+    is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
+    master then starts from the generator's bf16 copy of the initial weights. With async rollouts
+    (k >= 1) the generator plays while the learner updates: it needs its own copy."""
+    from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
+    from arena.loop.build import reference_model
+
+    generator = policies[cfg.trainable]
+    spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
+    caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
+    learner_cfg = resolve_length_cap(resolve_precision(cfg.learner), max(caps))
+    if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device
+            and not staleness):
+        model, tokenizer = generator.model, generator.tokenizer
+    else:
+        from arena.core.models import load_causal_lm
+
+        model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
+    ref = reference_model(cfg, policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
+    return Learner(model, learner_cfg, tokenizer.pad_token_id, spec.sampling.temperature, ref, dist), tokenizer
+
+
+def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE) -> TrainerParts:
+    """Every part of a training run, in the order that fails cheapest first: the config checks, then
+    the policies (bots before models), the learner, the game's state and runner, the league, the warm
+    start, the evaluations and the episode log."""
+    from arena.loop.build import ModelStore, build_policies, build_runner, league_policy, sampling_table
+    from arena.loop.loggers import check_installed
+
+    check_trainable(cfg)
+    check_installed(cfg.train.loggers)  # before any model loads
+    staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
+    check_async(cfg, dist)
+    store = ModelStore()
+    policies = build_policies(cfg, store=store)
+    generator = policies[cfg.trainable]
+    spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
+    learner, tokenizer = build_learner(cfg, policies, store, staleness, dist)
+    adapter_sync = None
+    if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
+        from arena.learners.lora import set_base_name
+
+        set_base_name(learner.module, portable_model_name(spec.model))
+        if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
+            adapter_sync = AdapterFolders(run_dir / ".adapter_sync")
+    bound = cfg.train.sync_canary_max_gap
+    # Either side in bf16 leaves a bf16-sized gap after a correct sync.
+    sides = "float32" if spec.resolved_dtype == learner.cfg.param_dtype == "float32" else "bfloat16"
+    env = cfg.game.make_env()  # also computes the game's step metrics
+    state = env.make_state()
+    runner = build_runner(cfg, policies, state=state)
+    league = None
+    if cfg.train.league.enabled:  # past checkpoints as opponents, rated matches (arena/loop/league.py)
+        from arena.loop.league import League
+
+        league = League(cfg, run_dir, runner, partial(league_policy, cfg))
+    report_untrained_phases(cfg, env)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    warm = None
+    if cfg.train.warm_start is not None:  # supervised fine-tuning before self-play (arena/loop/warm_start.py)
+        from arena.loop.warm_start import WarmStart
+
+        warm = WarmStart(cfg, run_dir)
+        if resume is None and dist.main and warm.path.exists():
+            warm.path.unlink()
+    evals = None
+    if cfg.train.evals:  # held-out games with the current weights (arena/loop/evals.py)
+        from arena.loop.evals import TrainEvals
+
+        evals = TrainEvals(cfg, run_dir, dist, sampling_table(cfg))
+    episode_log = None
+    if cfg.train.save_episodes and dist.main:
+        from arena.view.record import EpisodeLog
+
+        group_by = {phase: list(est.group_by) for phase, est in cfg.learner.estimators.items()}
+        episode_log = EpisodeLog(run_dir, cfg.train.episodes_max_mb, tokenizer, cfg.trainable, group_by, fresh=resume is None)
+    return TrainerParts(
+        policies=policies, generator=generator, tokenizer=tokenizer, learner=learner, adapter_sync=adapter_sync,
+        staleness=staleness, canary_max_gap=auto_max_gap(sides) if bound == "auto" else bound,
+        generator_dtype=spec.resolved_dtype, estimator_states=EstimatorStates(cfg.learner.estimators),
+        schedule=make_schedule(cfg.train.schedule, list(cfg.learner.estimators)), probe_env=env, state=state,
+        runner=runner, league=league, warm=warm, evals=evals, episode_log=episode_log,
+    )
+
+
+def open_loggers(cfg: ArenaConfig, run_dir: Path, dist: Dist) -> Any:
+    """Write the run's config.json (rank 0) and open its trackers (arena/loop/loggers.py)."""
+    from arena.loop.loggers import Loggers, code_version
+
+    config = resolved_config(cfg) | {"code": code_version()} if dist.main else {}
+    if dist.main:
+        (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    return Loggers(cfg.train.loggers, run_dir, config)
+
+
+def portable_model_name(name: str) -> str:
+    """How a saved adapter names its base: a built-in or hub id as given, a local folder as an absolute path."""
+    from arena.core.models import BUILTIN_MODELS, local_model
+
+    if name in BUILTIN_MODELS or not Path(name).expanduser().is_dir():
+        return name
+    return str(Path(local_model(name)).resolve())
+
+
+class AdapterFolders:
+    """Where a LoRA run writes each adapter version for a vLLM generator: ``<root>/v<N>``. The engine reads
+    a folder when a request first uses it (and again after an eviction), so the newest two are kept."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.version = 0
+
+    def write(self, module: Any) -> Path:
+        import shutil
+
+        self.version += 1
+        folder = self.root / f"v{self.version}"
+        shutil.rmtree(folder, ignore_errors=True)
+        module.save_pretrained(folder)
+        shutil.rmtree(self.root / f"v{self.version - 2}", ignore_errors=True)
+        return folder
+
+
+def resolved_config(cfg: ArenaConfig) -> dict[str, Any]:
+    """The run's full config as JSON (game settings inlined), written to config.json."""
+    game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
+    return cfg.model_dump(mode="json", exclude={"game"}, by_alias=True) | {"game": game}
