@@ -49,11 +49,15 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/learners/losses.py": ("arena.learners.losses.*",),
     "arena/learners/samples.py": ("arena.learners.samples.*",),
     "arena/learners/schedule.py": ("arena.learners.schedule.*",),
+    "arena/learners/auso_maths.py": tuple(
+        f"arena.learners.auso_maths.{f}__mutmut_*" for f in (
+            "x_smooth", "x_stage_weights", "x_topk_tail", "x_topk_jsd", "x_action_mean", "x_pass_gate", "x__zscore",
+            "x_centred_tanh", "x_utilisation_weights", "x_internalisation_weights", "x_distill_allowed",
+        )
+    ),
     "arena/learners/auso.py": tuple(
         f"arena.learners.auso.{f}__mutmut_*" for f in (
-            "x_smooth", "x_stage_weights", "x_topk_tail", "x_topk_jsd", "x_action_mean", "x_pass_gate", "x__zscore",
-            "x_centred_tanh", "x_utilisation_weights", "x_internalisation_weights", "x_distill_allowed", "x_probe_bins",
-            "xǁAusoDistillǁ__init__", "xǁAusoDistillǁactive_at", "xǁAusoDistillǁ_selected", "xǁAusoDistillǁ_allowed",
+            "x_probe_bins", "xǁAusoDistillǁ__init__", "xǁAusoDistillǁactive_at", "xǁAusoDistillǁ_selected", "xǁAusoDistillǁ_allowed",
             "xǁAusoUtiliseǁ*",
         )
     ),
