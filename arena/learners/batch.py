@@ -4,6 +4,13 @@
 a :class:`MicroBatch` (left-padded prompts, right-padded completions, so
 completion position ``t`` of every row is column ``P + t``); the forward returns
 the log-softmax over the vocabulary at each completion position.
+
+Common prefixes (``share_prompts``, the learner's ``share_prompt_prefix``): rows whose prompts
+begin with the same tokens travel together (:func:`arena.learners.prefix.pack_by_prefix`) and
+the forward runs that prefix once, batch 1, then every row's suffix (the rest of its prompt and
+its completion) on the prefix's KV cache, expanded to the rows. The expanded cache is a view, so
+the backward sums the rows' gradients into the one prefix computation: the same values and
+gradients as running each row whole (tests/learners/test_prefix.py holds them equal in float32).
 """
 
 from __future__ import annotations
@@ -15,6 +22,10 @@ from typing import Any
 import torch
 
 from arena.core.types import Sample
+from arena.learners.prefix import pack_by_prefix, shared_prefix_len
+
+MIN_SAVED = 32
+"""Default ``share_prefix_min_tokens``: share a prefix only when it saves this many token positions."""
 
 
 @dataclass
@@ -31,50 +42,47 @@ class MicroBatch:
     weights: torch.Tensor  # (b,) Sample.weight: scales each row's whole loss
     token_weights: torch.Tensor  # (b, T) Sample.token_weights (advantage multipliers), 1.0 where absent
     index: list[int]  # positions of these samples in the batch
-    shared_prompt: bool = False  # every row has the same prompt: run it once
+    shared_prompt: bool = False  # every row has the same prompt
+    prefix_len: int = 0  # leading prompt tokens every row shares, run once when sharing (0: none)
 
 
-def pack(samples: Sequence[Sample], token_budget: int, share_prompts: bool = False) -> list[list[int]]:
+def pack(
+    samples: Sequence[Sample], token_budget: int, share_prompts: bool = False, min_saved: int = MIN_SAVED
+) -> list[list[int]]:
     """Group sample indices into micro-batches within ``token_budget`` padded tokens.
 
-    With ``share_prompts``, samples with the same prompt (a GRPO group, SpyRL's
-    civilians) form their own micro-batches, costed as one prompt plus the rows'
-    completions, since the prompt is run once for all of them.
+    A micro-batch costs ``rows * (longest prompt + longest completion)``. With ``share_prompts``,
+    samples whose prompts share a prefix worth running once (``prefix * (rows - 1) >= min_saved``)
+    form their own micro-batches, costed with the prefix counted once
+    (:func:`arena.learners.prefix.pack_by_prefix`); the rest are packed by length, longest first.
     """
     groups: list[list[int]] = []
     rest = list(range(len(samples)))
     if share_prompts:
-        by_prompt: dict[tuple[int, ...], list[int]] = {}
-        for i in rest:
-            by_prompt.setdefault(tuple(samples[i].prompt_ids), []).append(i)
-        rest = []
-        for members in by_prompt.values():
-            if len(members) < 2:
-                rest.extend(members)
-                continue
-            p_len = len(samples[members[0]].prompt_ids)
-            current: list[int] = []
-            for i in sorted(members, key=lambda k: -len(samples[k].completion_ids)):
-                longest = max([len(samples[j].completion_ids) for j in current] + [len(samples[i].completion_ids)])
-                if current and p_len + longest * (len(current) + 1) > token_budget:
-                    groups.append(current)
-                    current = []
-                current.append(i)
-            groups.append(current)
+        groups, rest = pack_by_prefix(
+            [s.prompt_ids for s in samples], [len(s.completion_ids) for s in samples], token_budget, min_saved
+        )
     order = sorted(rest, key=lambda i: -samples[i].length)
     mixed: list[list[int]] = []
+    width = (0, 0)  # the last micro-batch's longest prompt and completion
     for i in order:
+        p, t = len(samples[i].prompt_ids), len(samples[i].completion_ids)
         if mixed:
-            g = mixed[-1]
-            longest = max(samples[g[0]].length, samples[i].length)
-            if longest * (len(g) + 1) <= token_budget:
-                g.append(i)
+            grown = (max(width[0], p), max(width[1], t))
+            if sum(grown) * (len(mixed[-1]) + 1) <= token_budget:
+                mixed[-1].append(i)
+                width = grown
                 continue
         mixed.append([i])
+        width = (p, t)
     return groups + mixed
 
 
-def collate(samples: Sequence[Sample], index: list[int], pad_id: int, device: torch.device) -> MicroBatch:
+def collate(
+    samples: Sequence[Sample], index: list[int], pad_id: int, device: torch.device, min_saved: int = MIN_SAVED
+) -> MicroBatch:
+    """The rows ``index`` of ``samples`` as one padded micro-batch; ``prefix_len`` is the prefix they
+    can share (:func:`arena.learners.prefix.shared_prefix_len` with ``min_saved``)."""
     rows = [samples[i] for i in index]
     p_len = max(len(s.prompt_ids) for s in rows)
     t_len = max(len(s.completion_ids) for s in rows)
@@ -102,39 +110,76 @@ def collate(samples: Sequence[Sample], index: list[int], pad_id: int, device: to
     adv = torch.tensor([s.advantage for s in rows], dtype=torch.float32)
     weights = torch.tensor([s.weight for s in rows], dtype=torch.float32)
     shared = len(rows) > 1 and all(s.prompt_ids == rows[0].prompt_ids for s in rows)
+    prefix = shared_prefix_len([s.prompt_ids for s in rows], min_saved)
     to = lambda x: x.to(device)  # noqa: E731
     return MicroBatch(
-        to(ids), to(attn), to(pos), to(cmask), to(comp), to(adv), to(gen), to(weights), to(tok_w), list(index), shared
+        to(ids), to(attn), to(pos), to(cmask), to(comp), to(adv), to(gen), to(weights), to(tok_w), list(index), shared,
+        prefix,
     )
 
 
 def completion_log_softmax(model: Any, mb: MicroBatch, temperature: float, share_prompt: bool = False) -> torch.Tensor:
     """Log-softmax over the vocabulary at each completion position, at ``temperature``. ``-> (b, T, V)``.
 
-    When every row has the same prompt and ``share_prompt`` is set, the prompt is run
-    once and its KV cache repeated for the rows (same values and gradients, fewer
-    FLOPs: a GRPO group's prompt is usually longer than its completions).
+    With ``share_prompt`` and a shared prefix (``mb.prefix_len``), the prefix is run once and the
+    rows' suffixes on its cache (:func:`shared_prefix_logits`): same values and gradients, fewer FLOPs.
     """
-    b, t_len = mb.completion_ids.shape
-    if share_prompt and mb.shared_prompt:
-        p_len = mb.input_ids.shape[1] - t_len
-        head = model(input_ids=mb.input_ids[:1, :p_len], use_cache=True, logits_to_keep=1)
-        cache = head.past_key_values
-        cache.batch_repeat_interleave(b)
-        tail = model(
-            input_ids=mb.completion_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids[:, p_len:],
-            past_key_values=cache, use_cache=True, logits_to_keep=t_len,
-        )
-        logits = torch.cat([head.logits.expand(b, -1, -1), tail.logits[:, :-1, :]], dim=1).float()
+    t_len = mb.completion_ids.shape[1]
+    if share_prompt and mb.prefix_len > 0:
+        logits = shared_prefix_logits(model, mb)
     else:
         out = model(
             input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
             logits_to_keep=t_len + 1, use_cache=False,
         )
-        logits = out.logits[:, :-1, :].float()
+        logits = out.logits
+    logits = logits[:, :-1, :].float()
     if temperature > 0:
         logits = logits / temperature
     return torch.log_softmax(logits, dim=-1)
+
+
+def shared_prefix_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
+    """Logits at the last prompt position and every completion position, ``(b, T + 1, V)``, with the
+    ``mb.prefix_len`` shared tokens run once.
+
+    Row ``r``'s prompt starts at column ``s_r = P - p_r`` of the left-padded layout, so its prefix
+    is columns ``[s_r, s_r + c)`` and its suffix ``[s_r + c, P + T)``. Dropping the first ``c``
+    columns of every row leaves each suffix at ``[s_r, P - c + T)`` with its positions
+    (``c + j - s_r``) unchanged; columns left of ``s_r`` hold the row's own prefix again and are
+    masked out, as padding is. Every row keeps at least one prompt token after the prefix, so column
+    ``P - c - 1`` is each row's last prompt token, as column ``P - 1`` is without sharing.
+    """
+    b, t_len = mb.completion_ids.shape
+    c = mb.prefix_len
+    width = mb.input_ids.shape[1]
+    p_len = width - t_len
+    start = p_len - mb.attention_mask[:, :p_len].sum(-1)  # (b,) each row's first prompt column
+    prefix_ids = mb.input_ids[:1, int(start[0]) : int(start[0]) + c]
+    head = model(input_ids=prefix_ids, use_cache=True, logits_to_keep=1)
+    cache = expand_cache(head.past_key_values, b)
+    cols = torch.arange(width - c, device=mb.input_ids.device)
+    tail_mask = mb.attention_mask[:, c:] * (cols[None, :] >= start[:, None])
+    mask = torch.cat([torch.ones_like(mb.attention_mask[:, :c]), tail_mask], dim=1)
+    tail = model(
+        input_ids=mb.input_ids[:, c:], attention_mask=mask, position_ids=mb.position_ids[:, c:],
+        past_key_values=cache, use_cache=True, logits_to_keep=t_len + 1,
+    )
+    return tail.logits
+
+
+def expand_cache(cache: Any, rows: int) -> Any:
+    """``cache`` (batch 1) repeated to ``rows`` rows in place, as views where the cache holds plain
+    key/value tensors (transformers' ``DynamicCache``), else by its own ``batch_repeat_interleave``.
+    Either way autograd sums the rows' gradients back into the one prefix."""
+    layers = getattr(cache, "layers", None)
+    if layers and all(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
+        for layer in layers:
+            layer.keys = layer.keys.expand(rows, *layer.keys.shape[1:])
+            layer.values = layer.values.expand(rows, *layer.values.shape[1:])
+    else:
+        cache.batch_repeat_interleave(rows)
+    return cache
 
 
 def completion_logprobs(model: Any, mb: MicroBatch, temperature: float, share_prompt: bool = False) -> torch.Tensor:

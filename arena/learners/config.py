@@ -170,7 +170,13 @@ class LearnerConfig(BaseModel):
     )
     grad_clip: float = Field(default=1.0, gt=0.0, description="Max global grad norm.")
     share_prompt_prefix: bool = Field(
-        default=True, description="Run a prompt shared by several samples once per micro-batch (same result, less work)."
+        default=True, description="Run the prompt prefix several samples share (the whole prompt, or its common "
+        "opening: a game's rules) once per micro-batch, its KV cache shared by the rows; samples with a common prefix "
+        "are packed together. The same values and gradients, less work (arena/learners/prefix.py).",
+    )
+    share_prefix_min_tokens: int = Field(
+        default=32, ge=1, description="Share a prefix only when it saves at least this many token positions in a "
+        "micro-batch (prefix length x (rows - 1)); below it the second forward call costs more than it saves.",
     )
     param_dtype: Literal["float32", "bfloat16", "auto"] = Field(
         default="float32",

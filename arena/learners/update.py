@@ -2,7 +2,9 @@
 
 ``Learner.step(samples, progress)`` runs ``updates_per_batch`` optimizer steps on one batch:
 
-1. pack samples into micro-batches whose padded size fits ``token_budget``;
+1. pack samples into micro-batches whose padded size fits ``token_budget`` (with
+   ``share_prompt_prefix``, samples whose prompts open alike together, their common prefix run
+   once in every pass below: arena/learners/prefix.py);
 2. take the "old" log-probabilities from the current weights (a separate no-grad
    pass only when ``updates_per_batch > 1``; otherwise the training forward's own,
    detached), the reference log-probabilities when ``beta > 0``, and the probe
@@ -180,7 +182,8 @@ class Learner:
                 else samples[i]
                 for i in mb.index
             ]
-            logp = self._log_softmax(self._forward_model(), collate(rows, list(range(len(rows))), self.pad_id, self.device))
+            mb_rows = collate(rows, list(range(len(rows))), self.pad_id, self.device, self.cfg.share_prefix_min_tokens)
+            logp = self._log_softmax(self._forward_model(), mb_rows)
             flags = torch.tensor(present, device=self.device)
             if k == 0:
                 out[name] = ProbeDist(None, logp, None, flags)
@@ -197,12 +200,15 @@ class Learner:
         if not samples:
             return {"samples": 0.0}
         cfg = self.cfg
+        # Rows with a common prompt prefix travel together; the training, old-logprob, reference and
+        # probe passes all run it once per micro-batch (arena/learners/batch.py, prefix.py).
+        share, min_saved = cfg.share_prompt_prefix, cfg.share_prefix_min_tokens
         if local is None:
-            groups = pack(samples, cfg.token_budget, share_prompts=cfg.share_prompt_prefix)
+            groups = pack(samples, cfg.token_budget, share, min_saved)
         else:
             mine = [samples[i] for i in local]
-            groups = [[local[i] for i in g] for g in pack(mine, cfg.token_budget, share_prompts=cfg.share_prompt_prefix)]
-        micro = [collate(samples, g, self.pad_id, self.device) for g in groups]
+            groups = [[local[i] for i in g] for g in pack(mine, cfg.token_budget, share, min_saved)]
+        micro = [collate(samples, g, self.pad_id, self.device, min_saved) for g in groups]
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)
         constant = float(max(len(s.completion_ids) for s in samples))

@@ -1,0 +1,117 @@
+"""Common-prefix sharing (arena/learners/prefix.py, batch.py) on the tiny random Llama: the prefix run
+once gives the same log-probs and the same gradient of every parameter as each row run whole."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+from tiny_model import PAD, seq_log_softmax
+
+from arena.core.types import Sample
+from arena.learners.batch import collate, completion_log_softmax, pack
+
+RULES = list(range(2, 26))  # 24 shared "rules" tokens
+
+
+def kuhn_like(n: int = 9, seed: int = 3) -> list[Sample]:
+    """Prompts that share RULES, then differ (a card, a history of 1-6 tokens), replies of 1-5 tokens;
+    one prompt is RULES plus a single token, one is another row's prompt, whole."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        tail = torch.randint(30, 64, (1 + i % 6,), generator=gen).tolist()
+        if i == 1:
+            tail = tail[:1]
+        prompt = RULES + tail if i != n - 1 else list(out[2].prompt_ids)
+        t = 1 + int(torch.randint(0, 5, (1,), generator=gen))
+        out.append(Sample(
+            prompt_ids=prompt, completion_ids=torch.randint(1, 64, (t,), generator=gen).tolist(),
+            advantage=float(torch.randn(1, generator=gen)), weight=0.5 + float(torch.rand(1, generator=gen)),
+            logprobs=[-1.0] * t,
+        ))
+    return out
+
+
+def test_pack_counts_every_sample_once_and_shares_the_rules() -> None:
+    samples = kuhn_like()
+    for budget in (10_000, 60, 35):
+        groups = pack(samples, budget, share_prompts=True, min_saved=1)
+        assert sorted(i for g in groups for i in g) == list(range(len(samples)))
+    (group,) = pack(samples, 10_000, share_prompts=True, min_saved=1)
+    mb = collate(samples, group, PAD, torch.device("cpu"), min_saved=1)
+    assert mb.prefix_len == len(RULES)  # row 1's prompt is RULES + 1 token
+    assert collate(samples, group, PAD, torch.device("cpu"), min_saved=10_000).prefix_len == 0
+
+
+def test_shared_prefix_log_softmax_equals_each_row_alone(tiny: Any) -> None:
+    samples = kuhn_like()
+    mb = collate(samples, list(range(len(samples))), PAD, torch.device("cpu"), min_saved=1)
+    assert mb.prefix_len == len(RULES)
+    with torch.no_grad():
+        shared = completion_log_softmax(tiny, mb, 0.7, share_prompt=True)
+        plain = completion_log_softmax(tiny, mb, 0.7, share_prompt=False)
+        for r, s in enumerate(samples):
+            alone = seq_log_softmax(tiny, s.prompt_ids, s.completion_ids, 0.7)
+            torch.testing.assert_close(shared[r, : len(s.completion_ids)], alone, rtol=1e-4, atol=1e-4)
+    mask = mb.completion_mask.bool()
+    torch.testing.assert_close(shared[mask], plain[mask], rtol=1e-4, atol=1e-4)
+
+
+def _grads(tiny: Any, samples: list[Sample], **cfg: Any) -> tuple[dict[str, torch.Tensor], dict[str, float], int]:
+    """Every parameter's gradient after one learner step (the optimizer step skipped), the stats, and
+    the token positions the model's forwards ran."""
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner
+
+    model = copy.deepcopy(tiny)
+    ref = copy.deepcopy(tiny).requires_grad_(False) if cfg.get("beta", 0.0) > 0 else None
+    learner = Learner(model, LearnerConfig(**({"lr": 1e-3, "beta": 0.0} | cfg)), PAD, 0.9, ref)
+    grads: list[dict[str, torch.Tensor]] = []
+    positions = [0]
+
+    def count(_module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        positions[0] += kwargs["input_ids"].numel()
+
+    handles = [m.register_forward_pre_hook(count, with_kwargs=True) for m in (model, ref) if m is not None]
+
+    def capture() -> float:
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None})
+        model.zero_grad(set_to_none=True)
+        return 0.0
+
+    learner._optimizer_step = capture  # type: ignore[method-assign]
+    stats = learner.step(samples)
+    for h in handles:
+        h.remove()
+    return grads[0], stats, positions[0]
+
+
+@pytest.mark.parametrize("epochs", [1, 2])  # 2: the old log-probs come from their own (shared) pass
+@pytest.mark.parametrize("budget", [10_000, 90])  # 90: several micro-batches
+def test_shared_prefix_gradient_equals_the_unshared_gradient(tiny: Any, epochs: int, budget: int) -> None:
+    """Every parameter's gradient, the loss and the KL (reference pass shared too) agree in float32."""
+    samples = kuhn_like()
+    cfg = dict(beta=0.05, kl_estimator="k3", loss="clipped", updates_per_batch=epochs, token_budget=budget,
+               share_prefix_min_tokens=1)
+    plain, s_plain, n_plain = _grads(tiny, samples, share_prompt_prefix=False, **cfg)
+    shared, s_shared, n_shared = _grads(tiny, samples, share_prompt_prefix=True, **cfg)
+    assert plain.keys() == shared.keys() and len(plain) == sum(1 for _ in tiny.parameters())
+    for name, g in plain.items():
+        assert g.abs().sum() > 0, name
+        torch.testing.assert_close(shared[name], g, rtol=1e-4, atol=1e-6, msg=name)
+    for key in ("loss", "pg_loss", "kl", "clip_frac"):
+        assert s_shared[key] == pytest.approx(s_plain[key], rel=1e-4, abs=1e-7)
+    assert n_shared < 0.75 * n_plain  # the rules ran once per micro-batch, not once per row
+
+
+def test_full_batch_equals_micro_batches_with_sharing(tiny: Any) -> None:
+    samples = kuhn_like()
+    cfg = dict(beta=0.0, loss="reinforce", share_prompt_prefix=True, share_prefix_min_tokens=1)
+    whole, s_whole, _ = _grads(tiny, samples, token_budget=10_000, **cfg)
+    split, s_split, _ = _grads(tiny, samples, token_budget=60, **cfg)
+    assert s_whole["micro_batches"] == 1 < s_split["micro_batches"]
+    for name, g in whole.items():
+        torch.testing.assert_close(split[name], g, rtol=1e-4, atol=1e-6, msg=name)
