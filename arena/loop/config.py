@@ -27,6 +27,7 @@ from arena.core.registry import UnknownName, game_class
 from arena.loop.evals import EvalSpec, check_names, set_path
 from arena.loop.league import LeagueConfig
 from arena.loop.rollouts import AsyncConfig
+from arena.loop.stop import StopRule, check_stop_when
 from arena.loop.warm_start import WarmStartConfig, check_warm_start, parse_warm_start
 from arena.runner import RunnerSection
 from arena.learners.config import LearnerConfig
@@ -94,6 +95,11 @@ class TrainConfig(BaseModel):
         default_factory=list, description="Evaluations inside training on held-out games (arena/loop/evals.py): at step 0 "
         "(the untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> with a "
         "95% interval.",
+    )
+    stop_when: list[StopRule] = Field(
+        default_factory=list, description="Stop early (arena/loop/stop.py): rules on metrics train.evals logs, "
+        "{metric: '<eval>/<metric>', '<=': x} or '>=': x, or {metric, patience: N, mode: min|max, min_delta}; the "
+        "first to fire checkpoints, prints why and writes <run_dir>/stopped.json; []: run all steps.",
     )
 
     @field_validator("loggers", mode="before")
@@ -302,6 +308,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     check_models(cfg, origin)
     check_warm_start(cfg, origin)
     check_eval_metrics(cfg, origin)
+    check_stop_when(cfg, origin)
     try:
         env = cfg.game.make_env()
     except (ValueError, OSError) as e:  # a file the game reads at start-up (a skill library): one line

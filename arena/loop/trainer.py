@@ -101,10 +101,13 @@ class Trainer:
         rows = []
         if self.warm is not None and self.step == 0:
             self.warm.run(self)
+        watch = self._stop_watch()
+        stopped = None
         if self.step == 0 and self.evals is not None:  # the untrained model, on the games every evaluation plays
             row0 = self.evals.run(0, last, self.policies, self.state)
             if row0:
                 self._log({"step": 0, **row0}, [])
+            stopped = self._stop(watch, row0)
         bar = None
         if self.cfg.runner.progress:
             from tqdm.auto import tqdm
@@ -117,13 +120,14 @@ class Trainer:
             self.pipeline = Pipeline(self.play_step, self.staleness, self.step, self.cfg.train.steps, self._inflight)
             self._inflight = {}
         try:
-            while self.step < last:
+            while self.step < last and stopped is None:
                 row = self.train_step()
+                stopped = self._stop(watch, row)
                 rows.append(row)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix({k.split("/")[-1]: f"{row[k]:.3f}" for k in shown if isinstance(row.get(k), float)})
-                if self.step % self.cfg.train.checkpoint_every == 0 or self.step == last:
+                if self.step % self.cfg.train.checkpoint_every == 0 or self.step == last or stopped is not None:
                     self.save()
         finally:  # a stopped run's trackers keep what was logged
             if self.pipeline is not None:
@@ -133,6 +137,27 @@ class Trainer:
                 bar.close()
             self.loggers.close()
         return rows
+
+    def _stop_watch(self) -> Any:
+        """``train.stop_when``'s watch (arena/loop/stop.py), with a resumed run's logged values; None when unset."""
+        if not self.cfg.train.stop_when:
+            return None
+        from arena.loop.stop import StopWatch
+
+        if self.dist.main:
+            (self.run_dir / "stopped.json").unlink(missing_ok=True)
+        return StopWatch(self.cfg.train.stop_when, self.metrics_path if self.step > 0 else None)
+
+    def _stop(self, watch: Any, row: dict[str, Any]) -> Any:
+        """After a logged row: the stop rule that fires, if any (rank 0 decides for every rank); says why."""
+        if watch is None:
+            return None
+        stop = watch.update(row) if self.dist.main else None
+        if self.dist.active:
+            stop = gather(self.dist, stop)[0]
+        if stop is not None and self.dist.main:
+            print(watch.record(stop, self.step, self.run_dir), flush=True)
+        return stop
 
     def specs(self, step: int) -> list[EpisodeSpec]:
         """The games of ``step``: seeds ``seed * 1_000_003 + step * n + i``, disjoint across steps."""
