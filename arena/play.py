@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from arena.cli import run_cli
-from arena.core.errors import OneLineParser
+from arena.core.errors import OneLineParser, check_output_file
 from arena.core.transcript import format_episode
 from arena.core.types import write_jsonl
 from arena.loop.config import load_config
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_output_file("--jsonl", args.jsonl)
     overrides = list(args.overrides)
     cfg = load_config(args.config, overrides)
     seats = {seat: "human" for seat in args.human}

@@ -37,9 +37,13 @@ unless ``--kv-cache-gb`` says otherwise); every argument after ``--`` goes to vL
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import shutil
+import socket
 import sys
+from pathlib import Path
 
 from arena.core.errors import ConfigError, OneLineParser
 
@@ -65,12 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command(args: argparse.Namespace, extra: list[str], cuda: bool) -> tuple[list[str], dict[str, str]]:
     """The server's command line and environment."""
-    from arena.core.models import resolve_model
+    from arena.core.models import BUILTIN_MODELS, hub_model_problem, resolve_model
 
     try:
         model = resolve_model(args.model)
     except (FileNotFoundError, ValueError, OSError) as e:
         raise ConfigError(f"model: {args.model!r}: {e}") from None
+    if model == args.model and not os.path.exists(model):  # a hub id: cached, or served by the hub
+        problem = hub_model_problem(model)
+        if problem is not None:
+            raise ConfigError(f"model: {problem}; give a local model folder, a checkpoint's model/ folder or a "
+                              f"built-in ({', '.join(BUILTIN_MODELS)})")
+    else:
+        check_max_len(Path(model), args.max_model_len)
     env = dict(os.environ, VLLM_SERVER_DEV_MODE="1", PYTHONUNBUFFERED="1")
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
@@ -88,6 +99,36 @@ def command(args: argparse.Namespace, extra: list[str], cuda: bool) -> tuple[lis
     return cmd + extra, env
 
 
+def check_host(host: str, port: int, bind: bool = True) -> None:
+    """The address resolves and (``bind``) this machine can bind it: a moment's bind, released at once."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(f"--host: {host!r} does not resolve ({e}); give an address of this machine, "
+                          "e.g. 127.0.0.1 (default) or 0.0.0.0") from None
+    if not bind:
+        return
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as e:
+            raise ConfigError(f"--host/--port: cannot bind {host}:{port} ({e.strerror or e}); give an address of this "
+                              "machine and a free port") from None
+
+
+def check_max_len(folder: Path, max_len: int) -> None:
+    """``--max-model-len`` within the model's own context (its config.json's max_position_embeddings)."""
+    try:
+        limit = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return  # an adapter folder or an unreadable config: vLLM reports it
+    if isinstance(limit, int) and max_len > limit:
+        raise ConfigError(f"--max-model-len: {max_len} exceeds the model's context ({limit} tokens, "
+                          f"max_position_embeddings in {folder / 'config.json'}); give at most {limit}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
@@ -99,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"--port: {args.port} is not a TCP port (1..65535)")
     if args.max_model_len < 16:
         raise ConfigError(f"--max-model-len: {args.max_model_len} is too short (at least 16 tokens)")
+    if not (args.kv_cache_gb > 0 and math.isfinite(args.kv_cache_gb)):
+        raise ConfigError(f"--kv-cache-gb: {args.kv_cache_gb:g} is not a size; give GiB > 0 (default 1)")
+    check_host(args.host, args.port, bind=not args.dry_run)
     try:
         import vllm  # noqa: F401
     except ImportError:

@@ -105,6 +105,8 @@ def check_ranks(cfg: ArenaConfig, world: int) -> None:
     if cfg.train.league.enabled:
         raise ConfigError("train.league.enabled: the league runs in one process only; set it false "
                           "or launch one rank")
+    if cfg.train.async_ is not None and cfg.train.async_.max_staleness:
+        raise ConfigError("train.async: async rollouts run on one rank for now; remove train.async or launch one rank")
     if cfg.learner.backend == "deepspeed" and cfg.learner.deepspeed.zero_stage == 3:
         raise ConfigError("learner.deepspeed.zero_stage: 3 is not supported with several ranks yet (each rank's "
                           "forward passes would have to match in number); use 1 or 2")

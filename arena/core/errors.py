@@ -7,7 +7,9 @@ printed by the CLIs as one line, no traceback (arena/cli.py).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -48,3 +50,18 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> str:
         else:
             parts.append(f"{loc}: {msg} (got {got!r})")
     return "; ".join(parts)
+
+
+def check_output_file(flag: str, path: str | os.PathLike[str] | None) -> None:
+    """A file a CLI will write at the end (``--json out.json``): checked at start-up, so a run does not
+    fail after its work. A one-line ConfigError when ``path`` is a directory or its folder is missing."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{flag}: {str(target)!r} is a directory; give a file name")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"{flag}: {str(target)!r}: the folder {str(parent)!r} does not exist; create it or give another path")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"{flag}: {str(target)!r}: the folder {str(parent)!r} is not writable")

@@ -201,6 +201,26 @@ def local_model(name: str) -> str:
     return name  # a hub id, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
+def hub_model_problem(name: str, timeout: float = 10.0) -> str | None:
+    """Why the hub id ``name`` cannot be loaded, or None when it can: in the local Hugging Face cache, or
+    listed by the hub (one metadata request, ``timeout`` seconds). Checked at start-up, so a misspelt id
+    or an unreachable hub is one line before any model loads, not a traceback a minute later."""
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return f"hub id {name!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+    from huggingface_hub import model_info
+
+    try:
+        model_info(name, timeout=timeout)
+    except Exception as e:  # noqa: BLE001 - any failure (not found, gated, no network) is the one-line answer
+        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        return f"hub id {name!r} is not in the local cache and the hub did not list it ({type(e).__name__}: {reason})"
+    return None
+
+
 def torch_dtype(name: str) -> torch.dtype:
     import torch
 

@@ -66,6 +66,10 @@ def apply_lora(model: Any, cfg: LoraConfig) -> Any:
     import torch
 
     targets: Any = "all-linear" if cfg.target_modules == ["all-linear"] else list(cfg.target_modules)
+    bad = unknown_targets(list(cfg.target_modules), linear_names(model))
+    if bad:  # peft refuses only when no name matches: one misspelt name among valid ones would train silently less
+        raise ConfigError(f"learner.lora.target_modules: {', '.join(bad)} match(es) no linear layer of the model; its "
+                          f"layers: {', '.join(sorted(linear_names(model)))} (or all-linear)")
     peft_cfg = peft.LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets,
                                bias="none", task_type="CAUSAL_LM")
     try:
@@ -77,6 +81,40 @@ def apply_lora(model: Any, cfg: LoraConfig) -> Any:
     except ValueError as e:  # "Target modules {...} not found in the base model."
         raise ConfigError(f"learner.lora.target_modules={cfg.target_modules}: {' '.join(str(e).split())}") from None
     return wrapped
+
+
+def linear_names(model: Any) -> set[str]:
+    """The last name component of every linear layer of ``model`` (what ``target_modules`` names)."""
+    import torch
+
+    return {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+
+
+def unknown_targets(targets: list[str], names: set[str]) -> list[str]:
+    """The ``target_modules`` entries that match no linear layer (``all-linear`` always matches)."""
+    return [t for t in targets if t != "all-linear" and t not in names]
+
+
+def check_targets(model_name: str, cfg: LoraConfig, where: str) -> None:
+    """Every ``target_modules`` name matches a linear layer of ``model_name``: read from its config with
+    empty (meta) weights, so a misspelt name fails at start-up before any weight loads. A model whose
+    config cannot be read here (a hub id not in the cache) is checked when it loads (:func:`apply_lora`)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from arena.core.models import resolve_model
+
+    try:
+        config = AutoConfig.from_pretrained(resolve_model(model_name))
+        with init_empty_weights():
+            skeleton = AutoModelForCausalLM.from_config(config)
+    except (OSError, ValueError, KeyError):
+        return
+    names = linear_names(skeleton)
+    bad = unknown_targets(list(cfg.target_modules), names)
+    if bad:
+        raise ConfigError(f"{where}: {', '.join(bad)} match(es) no linear layer of {model_name}; its layers: "
+                          f"{', '.join(sorted(names))} (or all-linear)")
 
 
 def is_lora(model: Any) -> bool:

@@ -132,10 +132,11 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     the policies (bots before models), the learner, the game's state and runner, the league, the warm
     start, the evaluations and the episode log."""
     from arena.loop.build import ModelStore, build_policies, build_runner, league_policy, sampling_table
-    from arena.loop.loggers import check_installed
+    from arena.loop.loggers import check_installed, check_reachable
 
     check_trainable(cfg)
     check_installed(cfg.train.loggers)  # before any model loads
+    check_reachable(cfg.train.loggers)
     staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
     check_async(cfg, dist)
     store = ModelStore()

@@ -306,6 +306,10 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
 
         check_evals(cfg, origin)
     check_models(cfg, origin)
+    if cfg.learner.lora is not None and cfg.trainable is not None:  # against the model's layers, no weights read
+        from arena.learners.lora import check_targets
+
+        check_targets(cfg.policies[cfg.trainable].model, cfg.learner.lora, f"{origin}: learner.lora.target_modules")
     check_warm_start(cfg, origin)
     check_eval_metrics(cfg, origin)
     check_stop_when(cfg, origin)
@@ -355,10 +359,17 @@ def check_model_name(where: str, name: str, origin: str = "config") -> None:
     if name in BUILTIN_MODELS:
         return
     try:
-        local_model(name)
+        found = local_model(name)
     except FileNotFoundError as e:
         raise ConfigError(f"{origin}: {where}: {' '.join(str(e).split())}; valid: a built-in "
                           f"({', '.join(BUILTIN_MODELS)}), a local model folder or a hub id (org/name)") from None
+    if found == name and not Path(name).expanduser().exists():  # a hub id: cached, or listed by the hub
+        from arena.core.models import hub_model_problem
+
+        problem = hub_model_problem(name)
+        if problem is not None:
+            raise ConfigError(f"{origin}: {where}: {problem}; valid: a built-in ({', '.join(BUILTIN_MODELS)}), "
+                              "a local model folder or a hub id the hub serves")
 
 
 def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
@@ -378,12 +389,15 @@ def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
     from arena.policies.config import ScriptedSpec
     from arena.policies.scripted import make_bot
 
-    for pname, spec in cfg.policies.items():
-        if isinstance(spec, ScriptedSpec):
-            try:
-                make_bot(cfg.game.cls, spec.bot)
-            except ValueError as e:
-                raise ConfigError(f"{origin}: policies.{pname}.bot: {' '.join(str(e).split())}") from None
+    named = [(f"policies.{pname}.bot", spec.bot) for pname, spec in cfg.policies.items() if isinstance(spec, ScriptedSpec)]
+    if "bot" in cfg.play.model_fields_set:  # the default name "default" is only a default where a game has it
+        named.append(("play.bot", cfg.play.bot))
+    named += [(f"train.league.bots.{i}", bot.removeprefix("scripted:")) for i, bot in enumerate(cfg.train.league.bots)]
+    for where, bot in named:
+        try:
+            make_bot(cfg.game.cls, bot)
+        except ValueError as e:
+            raise ConfigError(f"{origin}: {where}: {' '.join(str(e).split())}") from None
 
 
 def check_game_policy_names(cfg: ArenaConfig, origin: str = "config") -> None:

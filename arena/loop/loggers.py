@@ -160,6 +160,22 @@ def check_installed(names: Sequence[str]) -> None:
                               f"pip install {package}{extra}, or remove {name} from train.loggers")
 
 
+def check_reachable(names: Sequence[str], timeout: float = 5.0) -> None:
+    """One line (ConfigError) when mlflow is selected with an HTTP ``MLFLOW_TRACKING_URI`` that does not
+    answer within ``timeout`` seconds: MLflow's client would retry for minutes before the first step."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if "mlflow" not in names or not uri.startswith(("http://", "https://")):
+        return
+    import httpx
+
+    try:
+        httpx.get(uri.rstrip("/") + "/health", timeout=timeout)
+    except httpx.HTTPError as e:
+        raise ConfigError(f"train.loggers: mlflow: MLFLOW_TRACKING_URI={uri} does not answer ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:120]}); start the tracking server, unset the variable for a "
+                          "local file store, or remove mlflow from train.loggers") from None
+
+
 def code_version() -> dict[str, Any]:
     """arena's version and, when arena runs from a git checkout, its commit and whether it has local changes."""
     from importlib.metadata import PackageNotFoundError, version

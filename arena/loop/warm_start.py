@@ -150,6 +150,10 @@ def check_warm_start(cfg: Any, origin: str = "config") -> None:
         raise ConfigError(f"{where}: needs learner.backend torch (got {cfg.learner.backend!r})")
     if isinstance(ws, EpisodesSource | PairsSource) and not Path(ws.path).is_file():
         raise ConfigError(f"{where}.path: no such file {ws.path!r}")
+    if isinstance(ws, PairsSource):  # read once here, so a bad file fails before any model loads
+        read_pairs(ws.path)
+    elif isinstance(ws, EpisodesSource):
+        read_episodes(ws.path)
     if isinstance(ws, BotsSource):
         from arena.policies.scripted import make_bot
 
@@ -202,7 +206,30 @@ def episode_turns(episodes: Iterable[Episode], ws: _FromEpisodes, seats: Sequenc
     return out
 
 
+def read_episodes(path: str) -> list[Episode]:
+    """The episodes of a JSONL (``.gz``: gzip) file; a file that is not one is a one-line ConfigError."""
+    import gzip
+    import zlib
+
+    from arena.core.types import read_jsonl
+
+    try:
+        return list(read_jsonl(path))
+    except (ValueError, OSError, EOFError, zlib.error, gzip.BadGzipFile) as e:  # UnicodeDecodeError is a ValueError
+        kind = "gzip" if str(path).endswith(".gz") else "text"
+        raise ConfigError(f"train.warm_start.path: {path}: not a JSONL of episodes ({kind}: "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:160]})") from None
+
+
 def read_pairs(path: str) -> list[tuple[list[ChatMessage], str, str, str, bool]]:
+    try:
+        return _read_pairs(path)
+    except (UnicodeDecodeError, OSError) as e:
+        raise ConfigError(f"train.warm_start.path: {path}: not a UTF-8 JSONL of pairs ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:160]})") from None
+
+
+def _read_pairs(path: str) -> list[tuple[list[ChatMessage], str, str, str, bool]]:
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -262,13 +289,7 @@ def demonstrations(cfg: Any, tokenizer: Any, max_len: int | None) -> tuple[list[
         if isinstance(ws, BotsSource):
             episodes = play_bots(cfg, ws)
         else:
-            from arena.core.types import read_jsonl
-
-            try:
-                episodes = list(read_jsonl(ws.path))
-            except ValueError as e:
-                raise ConfigError(f"train.warm_start.path: {ws.path}: not a JSONL of episodes "
-                                  f"({' '.join(str(e).split())[:200]})") from None
+            episodes = read_episodes(ws.path)
         stats["episodes"] = float(len(episodes))
         seats = ws.seats or [p for p, name in cfg.seat_table().items() if name == cfg.trainable]
         turns = episode_turns(episodes, ws, seats)

@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from arena.core.errors import ConfigError, OneLineParser
+from arena.core.errors import ConfigError, OneLineParser, check_output_file
 from arena.core.types import write_jsonl
 from arena.loop.config import load_config
 from arena.stats.heldout import held_out_seeds, summarise
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return exploitability_main(argv[1:])
     args = build_parser().parse_args(argv)
+    check_output_file("--json", args.json)
     cfg = load_config(args.config, args.overrides)
     cfg_b = load_config(args.config, args.overrides + args.compare) if args.compare else None
     if args.games < 2:
