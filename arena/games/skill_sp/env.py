@@ -14,7 +14,7 @@ import numpy as np
 
 from arena.core.game import GameState, Invalid, LLMGame, Phase
 from arena.core.game_types import TextGenerator
-from arena.core.types import ChatMessage, Episode
+from arena.core.types import ChatMessage, Episode, safe_text
 from arena.games.skill_sp import prompts
 from arena.games.skill_sp.controller import Outcome, SkillLibrary, task_shape
 from arena.games.skill_sp.evolve import evolve
@@ -317,7 +317,7 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
             "v_solve": v.v_solve if v else None,
             "shape": task_shape(self.proposal.contract) if self.proposal else "",
             "proposal": json.dumps({"task": self.proposal.prompt, "contract": self.proposal.contract}) if self.proposal else None,
-            "reason": self.reason,
+            "reason": safe_text(self.reason),  # a validator's message may echo anything
         }
 
     def episode_metrics(self) -> dict[str, float]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.core.game_types import Invalid
+from arena.core.types import safe_text
 from arena.games.skill_sp.controller import proposer_reward
 from arena.games.skill_sp.tools import same_value
 
@@ -51,6 +52,24 @@ def json_depth(value: Any) -> int:
     return depth
 
 
+def safe_value(value: Any) -> Any:
+    """A decoded JSON value with every string in it, keys included, cleaned as a reply is
+    (:func:`~arena.core.types.safe_text`): JSON's ``"\\ud800"`` escape decodes to a lone surrogate even in a
+    clean reply, and one would make the episode unwritable. Two keys that differ only in lone surrogates
+    become one (the later value). Returns ``value`` itself when it is clean; recursion is bounded by
+    MAX_JSON_DEPTH (callers check the depth first)."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        items = [safe_value(v) for v in value]
+        return value if all(new is old for new, old in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = [(safe_text(k) if isinstance(k, str) else k, safe_value(v)) for k, v in value.items()]
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True))
+        return value if same else dict(pairs)
+    return value
+
+
 def _decode(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, int] | int:
     """``raw_decode`` at ``start``: the value (``_TOO_DEEP`` when nested deeper than MAX_JSON_DEPTH) and its
     end, or, failing, how far it read."""
@@ -60,7 +79,7 @@ def _decode(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, int]
         return max(e.pos, start + 1)
     except (ValueError, RecursionError):
         return min(len(text), start + 2000)
-    return (value if json_depth(value) <= MAX_JSON_DEPTH else _TOO_DEEP), end
+    return (safe_value(value) if json_depth(value) <= MAX_JSON_DEPTH else _TOO_DEEP), end
 
 
 _MAX_FAILED_STARTS = 20_000
@@ -68,7 +87,8 @@ _REBASE = 4096
 
 
 def json_values(text: str) -> list[Any]:
-    """Every JSON object or array that starts somewhere in ``text`` and decodes, in order (outermost first).
+    """Every JSON object or array that starts somewhere in ``text`` and decodes, in order (outermost first),
+    cleaned (:func:`safe_value`).
 
     Values nested deeper than MAX_JSON_DEPTH are skipped whole. So that a long unclosed reply (``{{{{...``,
     ``[[[[...``) costs linear time, the failed attempts may read about four times the text in all and
@@ -111,7 +131,8 @@ def parse_proposal(text: str) -> Proposal | Invalid:
 
 
 def parse_answer(text: str) -> Any:
-    """A solver's response: the whole text as JSON, else the last JSON object or array in it."""
+    """A solver's response: the whole text as JSON, else the last JSON object or array in it (cleaned,
+    :func:`safe_value`)."""
     stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     try:
         value = json.loads(stripped)
@@ -119,7 +140,7 @@ def parse_answer(text: str) -> Any:
         pass
     else:
         if json_depth(value) <= MAX_JSON_DEPTH:
-            return value
+            return safe_value(value)
     found = json_values(text)
     return found[-1] if found else Invalid(reason="no JSON answer found")
 

@@ -17,6 +17,8 @@ wires these functions into :class:`~arena.core.game.LLMGame`.
 * **Observations**: :func:`peek_observation` is what TextArena's ``get_observation``
   would return to a player now, read from a copy (the real call drains the player's
   message queue, so it cannot be asked twice or for a player who is not to move).
+* **Parsers bounded in time**: :func:`make_env` swaps a TextArena pattern that backtracks
+  for :class:`LinearOfferPattern`, which finds the same match in linear time (issue 39).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import copy
 import difflib
 import random
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,12 +89,85 @@ class PrivateRandom:
             np.random.set_state(outer_np)
 
 
+#: SimpleNegotiation's offer pattern (textarena 0.7.4). It backtracks: cubic in a run of whitespace after
+#: ``[Offer:`` (1,600 spaces: 15 s), quadratic in a run of dots (1 MB: hours).
+NEGOTIATION_OFFER = r"\[Offer:?\s*(?:I\s+(?:give|offer)\s+)?([^\[\]]+?)\s*\.*\]"
+_OFFER_FLAGS = re.IGNORECASE | re.DOTALL
+_OFFER = re.compile(NEGOTIATION_OFFER, _OFFER_FLAGS)
+_OFFER_OPEN = re.compile(r"\[Offer", re.IGNORECASE)
+_BRACKET = re.compile(r"[\[\]]")
+_OFFER_LEAD = re.compile(r":?\s*(?:I\s+(?:give|offer)\s+)?", _OFFER_FLAGS)
+
+
+@dataclass(frozen=True)
+class OfferMatch:
+    """The part of ``re.Match`` that SimpleNegotiation reads (``group(1)``), with the span."""
+
+    string: str
+    span_: tuple[int, int]
+    offer: str
+
+    def group(self, index: int = 0) -> str:
+        if index not in (0, 1):
+            raise IndexError("no such group")
+        return self.offer if index else self.string[self.span_[0]:self.span_[1]]
+
+    def span(self) -> tuple[int, int]:
+        return self.span_
+
+
+class LinearOfferPattern:
+    """``re.compile(NEGOTIATION_OFFER, re.I | re.S)``'s ``search`` in linear time: the same span and group.
+
+    A match opens at an ``[Offer`` and, since no part of the pattern after it takes a bracket, closes at
+    the first bracket after it, which must be ``]``. Between them (``body``) the backtracking engine takes
+    the greedy lead (``:``, spaces, ``I give``) and then the shortest offer that leaves only spaces then
+    dots before the ``]``: ``body[lead:max(lead + 1, end of body without its trailing dots and spaces)]``.
+    Only when the lead is the whole body does the engine back into it; there the original pattern runs on
+    that one bounded match, which is a few steps (the body is then only ``:``, spaces and ``I give``).
+    """
+
+    pattern = NEGOTIATION_OFFER
+    flags = _OFFER_FLAGS
+
+    def search(self, text: str) -> OfferMatch | None:
+        for opening in _OFFER_OPEN.finditer(text):
+            close = _BRACKET.search(text, opening.end())
+            if close is None:
+                return None  # no bracket after this opening, so none after any later one either
+            if close.group() == "[":
+                continue
+            body = text[opening.end():close.start()]
+            lead = _OFFER_LEAD.match(body).end()  # type: ignore[union-attr]  # every part is optional
+            if lead < len(body):
+                offer = body[lead:max(lead + 1, len(body.rstrip(".").rstrip()))]
+            else:
+                whole = _OFFER.match(text, opening.start(), close.end())
+                if whole is None:
+                    continue
+                offer = whole.group(1)
+            return OfferMatch(text, (opening.start(), close.end()), offer)
+        return None
+
+
+def bound_parsers(env: Any) -> Any:
+    """Replace the TextArena patterns that backtrack on some replies with linear ones that match the same."""
+    core = env
+    while "env" in vars(core):  # a wrapper (its attribute reads fall through to the env it wraps)
+        core = core.env
+    found = vars(core).get("offer_pattern")
+    if isinstance(found, re.Pattern) and found.pattern == NEGOTIATION_OFFER and found.flags == _OFFER.flags:
+        core.offer_pattern = LinearOfferPattern()
+    return env
+
+
 def make_env(env_id: str, num_players: int, seed: int, rand: PrivateRandom) -> Any:
-    """``ta.make(env_id)`` reset for ``num_players`` with ``seed``, inside ``rand``."""
+    """``ta.make(env_id)`` (its backtracking patterns made linear, :func:`bound_parsers`) reset for
+    ``num_players`` with ``seed``, inside ``rand``."""
     import textarena as ta
 
     with rand.active():
-        env = ta.make(env_id)
+        env = bound_parsers(ta.make(env_id))
         env.reset(num_players=num_players, seed=seed)
     return env
 
