@@ -13,7 +13,9 @@ A game writes only its rules; this class wires them into PettingZoo:
   pending seats of a hidden phase can be generated in one batch
   (:meth:`LLMGame.pending_seats`). ``Phase(..., sealed="episode"|"forever")``
   declares that a hidden phase's outputs stay secret after it closes too (the
-  kit checks it).
+  kit checks it). ``Phase(..., audience={writer: [seats]})`` declares replies
+  addressed to some seats only (private offers), and :meth:`LLMGame.draw_private`
+  a secret drawn for one seat (a valuation, a hand); the kit checks both.
 * **Public phases** (``hidden=False``): seats act in turn, and a later seat sees
   the earlier seats' replies only if ``observe_seat`` puts them in its
   observation: read them with ``self.outputs(phase_name)`` (raw text so far, by
@@ -62,7 +64,7 @@ from __future__ import annotations
 
 import warnings
 from abc import ABCMeta, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -82,6 +84,7 @@ __all__ = [
 
 ObsT = TypeVar("ObsT", bound=Message)
 CfgT = TypeVar("CfgT", bound=BaseModel)
+T = TypeVar("T")
 
 
 class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
@@ -133,6 +136,9 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self.agents: list[str] = []
         self.shared: Any = None
         self.seat_roles: dict[str, str] = {}
+        #: Set by the conformance kit only: (seat, generator) whose private draws are drawn again.
+        self.kit_redraw: tuple[str, np.random.Generator] | None = None
+        self.private_seats: set[str] = set()
 
     def _build_examples(self, seat: str) -> Sequence[str]:
         try:
@@ -209,6 +215,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         return self.observation_type.model_validate(random_fields(self.observation_type, rng))  # type: ignore[return-value]
 
     def episode_metrics(self) -> dict[str, float]:
+        """Numbers about the finished (or partial) episode, logged as ``game/<key>`` and averaged over a step."""
         return {}
 
     def step_metrics(self, episodes: Sequence[Episode]) -> dict[str, float]:
@@ -281,6 +288,7 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
         self._last_seen: dict[str, Any] = {}
         self._truncation: str | None = None
         self.seat_roles = {}
+        self.private_seats = set()
         self._enter(self.setup(self._rng, parsed))
 
     def _known_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -371,6 +379,21 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
     def options(self) -> dict[str, Any]:
         """The options this episode was reset with (non-default fields, as JSON)."""
         return dict(self._options)
+
+    def draw_private(self, seat: str, rng: np.random.Generator, draw: Callable[[np.random.Generator], T]) -> T:
+        """A secret drawn for ``seat`` alone (a valuation, a hand): returns ``draw(rng)``.
+
+        Declaring the draw this way lets the conformance kit replay the game with this
+        seat's secret drawn again (the same seed otherwise: ``draw(rng)`` always runs,
+        so ``rng`` moves as it would) and require that no other seat's view changes.
+        ``draw`` uses only the generator it is given. Call it from ``setup`` or later
+        (a new valuation each round); ``private_seats`` lists the seats that drew.
+        """
+        value = draw(rng)
+        self.private_seats.add(seat)
+        if self.kit_redraw is not None and self.kit_redraw[0] == seat:
+            return draw(self.kit_redraw[1])
+        return value
 
     def outputs(self, phase: str, occurrence: int | None = None) -> dict[str, str]:
         """Raw completions of a CLOSED phase occurrence (default: the latest) by seat.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -74,6 +74,15 @@ class Phase:
       answer, or a verdict whose unparseable form has a declared score). Otherwise the kit feeds replies nobody could parse (empty, control
       characters) and requires ``parse`` to return :class:`Invalid` for them, so an
       unparseable reply is never silently turned into a default action.
+    * ``audience``: replies addressed to some seats only (a private offer, a
+      whisper): writer seat -> the seats that may see its reply (the writer always
+      may; a seat of the phase left out writes for itself alone). The kit varies one
+      writer's reply and requires that no seat outside its audience sees a
+      difference, from the reply until the episode ends (also in the final views
+      with ``sealed="forever"``). A hidden phase still shows nothing to anyone while
+      it is open; a public one (``hidden=False``) may show a reply to its audience
+      at once. The base does not filter: ``observe_seat`` shows a seat the replies
+      that :meth:`may_see` allows (``outputs``/``actions`` return every reply).
     """
 
     name: str
@@ -81,12 +90,48 @@ class Phase:
     hidden: bool = True
     sealed: Literal["episode", "forever"] | None = None
     free_text: bool = False
+    audience: Mapping[str, Sequence[str]] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.sealed not in (None, "episode", "forever"):
             raise ValueError(f"phase {self.name!r}: sealed must be 'episode', 'forever' or None (got {self.sealed!r})")
-        if self.sealed and not self.hidden:
-            raise ValueError(f"phase {self.name!r}: a sealed phase must be hidden (hidden=True)")
+        if self.sealed and not self.hidden and self.audience is None:
+            raise ValueError(
+                f"phase {self.name!r}: a sealed phase must be hidden (hidden=True) or declare who may see each reply "
+                "(audience=...)"
+            )
+        if self.audience is not None:
+            if isinstance(self.audience, str) or not isinstance(self.audience, Mapping):
+                raise ValueError(
+                    f"phase {self.name!r}: audience maps each writer seat to the seats that may see its reply, "
+                    f"e.g. {{'seat_0': ['seat_1']}} (got {self.audience!r})"
+                )
+            strangers = sorted(set(self.audience) - set(self.seats))
+            if strangers:
+                raise ValueError(
+                    f"phase {self.name!r}: audience names writer(s) {', '.join(strangers)} who do not act in it "
+                    f"(its seats: {', '.join(self.seats)})"
+                )
+            for writer, seen_by in self.audience.items():
+                if isinstance(seen_by, str):
+                    raise ValueError(
+                        f"phase {self.name!r}: audience[{writer!r}] must be a list of seats, not the string "
+                        f"{seen_by!r} (write [{seen_by!r}])"
+                    )
+            # Normalised once (a frozen dataclass); a plain dict, so a phase still pickles and deep-copies.
+            object.__setattr__(self, "audience", {w: tuple(v) for w, v in self.audience.items()})
+
+    def may_see(self, viewer: str, writer: str) -> bool:
+        """Whether ``viewer`` may be shown ``writer``'s reply in this phase by its ``audience`` (True without one)."""
+        if self.audience is None or viewer == writer:
+            return True
+        return viewer in self.audience.get(writer, ())
+
+    @property
+    def kept_until(self) -> Literal["episode", "forever"] | None:
+        """How long a reply stays with the seats allowed to see it after the phase closes: ``sealed``, else
+        ``"episode"`` for a phase with an ``audience`` (a private message stays private), else None."""
+        return self.sealed or ("episode" if self.audience is not None else None)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,11 @@ a seed replays (global random state is named when it does not), any string is a
 legal action (adversarial and 100,000-character replies included), a reply nobody
 could parse is marked invalid unless its phase is ``free_text``, hidden phases
 leak nothing while open and ``sealed`` ones nothing after they close, and
-declared zero-sum rewards sum to zero. :mod:`arena.testing.strategies` has
-Hypothesis strategies for adversarial completions.
+declared zero-sum rewards sum to zero. Declared private information is checked
+by :mod:`arena.testing.privacy`: a reply in a phase with an ``audience`` reaches
+no seat outside it, and a secret drawn with ``draw_private`` for one seat
+reaches no other. :mod:`arena.testing.strategies` has Hypothesis strategies for
+adversarial completions.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from arena.testing.invariants import (
     check_zero_sum,
     play_texts,
 )
+from arena.testing.privacy import check_private_draws, check_private_replies
 from arena.testing.strategies import ADVERSARIAL, LONG, completions
 
 
@@ -41,6 +45,8 @@ def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] 
         check_unparseable_is_invalid(env_fn, seed)
         check_hidden_outputs(env_fn, seed)
         check_hidden_information(env_fn, seed)
+        check_private_replies(env_fn, seed)
+        check_private_draws(env_fn, seed)
         check_zero_sum(env_fn, ADVERSARIAL, seed)
         check_zero_sum(env_fn, env_fn().action_space(env_fn().possible_agents[0]).examples or ("",), seed)
         check_seeded_replay(env_fn, lambda: ScriptedPolicy(bot or random_bot), seed)  # type: ignore[arg-type]
@@ -56,6 +62,8 @@ __all__ = [
     "check_hidden_information",
     "check_hidden_outputs",
     "check_pettingzoo_api",
+    "check_private_draws",
+    "check_private_replies",
     "check_seed_determinism",
     "check_seeded_replay",
     "check_unparseable_is_invalid",

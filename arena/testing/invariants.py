@@ -119,14 +119,32 @@ def _markers(env: LLMGame, seat: str, rng: np.random.Generator) -> Iterator[str]
 
 
 def _sealed_open(phase: Phase, done: bool) -> bool:
-    return phase.sealed == "forever" or (phase.sealed == "episode" and not done)
+    return phase.kept_until == "forever" or (phase.kept_until == "episode" and not done)
+
+
+def _may_see_closed(phase: Phase, viewer: str, author: str) -> bool:
+    """After a kept phase closes: the author, and its audience where the phase declares one."""
+    return viewer == author or (phase.audience is not None and phase.may_see(viewer, author))
+
+
+def _may_see_open(phase: Phase, viewer: str, author: str) -> bool:
+    """While a phase is open: nobody else in a hidden one, the audience in a public one with an audience."""
+    return viewer == author if phase.hidden else phase.may_see(viewer, author)
+
+
+def _secrecy(phase: Phase) -> str:
+    if phase.audience is not None:
+        return f"shows each reply to its audience only (kept until {phase.kept_until!r})"
+    return f"is sealed ({phase.sealed!r})"
 
 
 def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
     """While a hidden phase is open, no seat's observation or prompt shows another's output from it.
 
     A sealed phase (``Phase(sealed=...)``) is checked after it closes too: until the
-    episode ends (``"episode"``) or also in the final views (``"forever"``).
+    episode ends (``"episode"``) or also in the final views (``"forever"``). In a
+    phase with an ``audience`` a seat outside a writer's audience never sees the
+    raw reply (while open, and after it closes for as long as ``Phase.kept_until``).
     """
     env = env_fn()
     env.reset(seed=seed)
@@ -140,18 +158,22 @@ def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
     def look() -> None:
         for viewer in env.possible_agents:
             seen = _final_view(env, viewer) if env.done else _view(env, viewer)
-            marks = [(phase, "is hidden", open_marks)] if current.hidden and not env.done else []
-            marks += [(where, f"is sealed ({p.sealed!r})", m) for p, where, m in sealed if _sealed_open(p, env.done)]
-            for where, what, by_author in marks:
+            marks = []
+            if not env.done and (current.hidden or current.audience is not None):
+                what = "is hidden" if current.hidden else _secrecy(current)
+                marks.append((current, phase, what, open_marks, _may_see_open))
+            kept = [(p, where, m) for p, where, m in sealed if _sealed_open(p, env.done)]
+            marks += [(p, where, _secrecy(p), m, _may_see_closed) for p, where, m in kept]
+            for p, where, what, by_author, allowed in marks:
                 for author, mark in by_author.items():
-                    assert author == viewer or mark not in seen, (
+                    assert allowed(p, viewer, author) or mark not in seen, (
                         f"phase {where!r} {what} but {viewer} can see {author}'s output"
                         + (" after it closed" if where != phase or env.done else "")
                     )
 
     while not env.done:
         if (env.phase.name, env.phase_index) != phase:
-            if current.sealed:
+            if current.kept_until:
                 sealed.append((current, phase, open_marks))
             phase, open_marks, current = (env.phase.name, env.phase_index), {}, env.phase
         look()
@@ -159,9 +181,9 @@ def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
         text, mark = next(makers[seat])
         env.step(text)
         open_marks[seat] = mark
-    if current.sealed:
+    if current.kept_until:
         sealed.append((current, phase, open_marks))
-    if any(p.sealed == "forever" for p, _, _ in sealed):
+    if any(p.kept_until == "forever" for p, _, _ in sealed):
         look()  # the final views
 
 
@@ -220,7 +242,9 @@ def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
     This catches parsed values leaking (a running tally, a "highest bid so far"),
     not only raw text. A sealed phase is compared again after it closes: at the
     next move and at the episode's last move, and for ``sealed="forever"`` in the
-    final views once the episode is over.
+    final views once the episode is over. A phase with an ``audience`` is compared
+    here only while open; :func:`arena.testing.privacy.check_private_replies`
+    checks its audiences after it closes.
     """
     watch = GlobalRandomWatch()
     env = env_fn()
@@ -232,10 +256,10 @@ def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
     for (name, occurrence), idx in occurrences.items():
         last, phase = idx[-1], steps[idx[-1]][3]
         points = [last]
-        if phase.sealed:
+        if phase.sealed and phase.audience is None:
             points += sorted({p for p in (last + 1, len(steps) - 1) if last < p < len(steps)})
-        if phase.sealed == "forever":
-            points.append(len(steps))
+            if phase.sealed == "forever":
+                points.append(len(steps))
         for point in points:
             texts = [t for _, t, _, _ in steps[:point]]
             played = _replay(env_fn, seed, texts)

@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from lowest_unique import LowestUniqueGame, LowestUniqueObservation  # noqa: E402
 from sealed_bid import BIDDERS, SealedBidGame  # noqa: E402
 
+from tests.fixtures.private_offers import OffersObservation, PrivateOffersGame  # noqa: E402
+
 
 class TallyObservation(LowestUniqueObservation):
     lowest_so_far: int | None = None
@@ -219,3 +221,50 @@ def test_sealed_forever_is_checked_in_the_final_views() -> None:
                                              r"what bidder_0, bidder_1 wrote in it: .* after the episode ended, though "
                                              r"the phase is sealed='forever'"):
         check_game(lambda: SealsForeverButRevealsAtTheEnd())
+
+
+# Private information (#37): a private offer reaches its addressee only, a drawn valuation its owner only.
+class ShowsOffersToAll(PrivateOffersGame):
+    """Each round's offers are private to their addressees, but the next round shows them to every seat."""
+
+    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
+        self.last_round: tuple[int | None, ...] = ()
+        return super().setup(rng, options)
+
+    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
+        if phase.name == "reply":
+            self.last_round = tuple(self.offers.values())
+        return super().close_phase(phase, actions)
+
+    def observe_seat(self, seat: str) -> OffersObservation:
+        obs = super().observe_seat(seat)
+        return obs.model_copy(update={"log": (*obs.log, f"last round's offers: {self.last_round}")})
+
+
+class LeaksAValuationInRound2(PrivateOffersGame):
+    """In round 2 a seat is told its addressee's valuation, drawn for the addressee alone."""
+
+    def observe_seat(self, seat: str) -> OffersObservation:
+        obs = super().observe_seat(seat)
+        if self.round == 1 and obs.addressee is not None:
+            hint = f"{obs.addressee} values its unit at {self.values[obs.addressee]}"
+            return obs.model_copy(update={"log": (*obs.log, hint)})
+        return obs
+
+
+def test_a_correct_private_offer_game_passes() -> None:
+    check_game(lambda: PrivateOffersGame())
+
+
+def test_catches_private_offers_shown_to_all_after_their_round() -> None:
+    with pytest.raises(AssertionError, match=r"seed 0: phase 'offer' \(occurrence 0\) shows seat_0's reply only to "
+                                             r"seat_1, but what seat_2 sees changes with it at seat_0's move in phase "
+                                             r"'offer' \(occurrence 1\), after the phase closed"):
+        check_game(lambda: ShowsOffersToAll())
+
+
+def test_catches_a_drawn_valuation_leaked_to_another_seat_in_round_2() -> None:
+    with pytest.raises(AssertionError, match=r"seed 0: what seat_2 sees changes when only seat_0's private draw "
+                                             r"\(draw_private\) is drawn again, at seat_0's move in phase 'offer' "
+                                             r"\(occurrence 1\): seat_0's secret"):
+        check_game(lambda: LeaksAValuationInRound2())
