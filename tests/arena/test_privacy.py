@@ -190,3 +190,28 @@ def test_an_audience_naming_no_seat_is_reported() -> None:
     with pytest.raises(AssertionError, match=r"phase 'whisper' \(occurrence 0\): the audience of ann names bobby, not "
                                              r"seats of this game \(ann, bob, cat\)"):
         check_private_replies(lambda: AddressesAStranger())
+
+
+class NewValuesEachRound(PrivateOffersGame):
+    """Every seat's value is drawn again at the start of each round, with draw_private, after setup."""
+
+    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
+        nxt = super().close_phase(phase, actions)
+        if phase.name == "reply":
+            self.values = {s: self.draw_private(s, self.rng, lambda r: int(r.integers(10, 101))) for s in OFFER_SEATS}
+        return nxt
+
+
+class TellsSeat2TheNewValueOfSeat0(NewValuesEachRound):
+    def observe_seat(self, seat: str) -> Any:
+        obs = super().observe_seat(seat)
+        if seat == "seat_2" and self.round == 2 and not self.done:
+            return obs.model_copy(update={"log": (*obs.log, f"seat_0 now values its unit at {self.values['seat_0']}")})
+        return obs
+
+
+def test_a_secret_drawn_after_setup_is_varied_too() -> None:
+    check_private_draws(lambda: NewValuesEachRound())
+    with pytest.raises(AssertionError, match=r"what seat_2 sees changes when only seat_0's private draw \(draw_private\) "
+                                             r"is drawn again, at seat_0's move in phase 'offer' \(occurrence 2\)"):
+        check_private_draws(lambda: TellsSeat2TheNewValueOfSeat0())
