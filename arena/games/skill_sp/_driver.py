@@ -3,6 +3,9 @@
 Runs as ``python -I -S -B /box/_driver.py RUN_ID`` inside bubblewrap (as pid 1
 of its pid namespace), standard library only. Before any untrusted code runs it
 
+0. writes one byte (``READY``) on the result descriptor and waits for the secret: the
+   parent uses that pause to take hold of this process (a pidfd) and of its ``/tmp``
+   (a descriptor it measures with ``fstatvfs``), so nothing the code does later can hide either;
 1. reads the run's secret from stdin (a pipe the parent wrote and closed) and
    puts ``/dev/null`` on fd 0, so the secret is left only in this process's memory;
 2. sets the resource limits (soft = hard: without capabilities they cannot be raised back);
@@ -29,6 +32,7 @@ import sys
 import traceback
 
 _write, _exit = os.write, os._exit  # taken before untrusted code can patch them
+READY = b"R"  # the first byte on the result descriptor: the driver runs, in the sandbox's final root
 MAX_DEPTH = 64  # as sandbox.MAX_DEPTH: deeper results are refused here already
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
@@ -238,10 +242,11 @@ def send(secret, fd, report):
 
 
 def main():
-    secret = take_secret()
     with open("/box/_job.json") as f:
         job = json.load(f)
     fd = job["result_fd"]
+    _write(fd, READY)  # the parent now watches this process and its /tmp, then sends the secret
+    secret = take_secret()
     os.closerange(3, fd)  # whatever else was inherited (bubblewrap's bind descriptors) goes before the code runs
     os.closerange(fd + 1, 1 << 20)
     os.set_inheritable(fd, False)

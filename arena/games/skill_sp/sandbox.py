@@ -19,7 +19,12 @@ only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
 * the host's **processes**: a pid namespace in which the interpreter is pid 1 and the
   only process (``--as-pid-1``; no bubblewrap init with the launcher's environment or
   without limits to attach to), no ptrace or ``process_vm_*``, no new processes;
-  everything dies with the run (``--die-with-parent``, the parent kills and reaps);
+  nothing of the run outlives it: the parent holds a pidfd of the interpreter from
+  the moment bwrap reports its pid (``--info-fd``, checked against the reported pid
+  namespace, before the driver gets its secret) and SIGKILLs it through that pidfd at
+  the end of every run, whatever the code did (cleared its parent-death signal,
+  rewrote its argv, left its main thread); the interpreter is its pid namespace's
+  init, so the namespace dies with it. ``--die-with-parent`` is a second line only;
 * the **environment** of the trainer: ``bwrap`` is started with an empty environment
   (``env={}``) and the interpreter gets only PATH, HOME and LANG, so no
   ``/proc/*/environ`` visible inside holds a secret of the host;
@@ -98,8 +103,8 @@ user namespace, uid 65534,  privilege: no capability, so limits cannot be raised
 ``--disable-userns``
 network namespace           any network: only a private loopback exists, the host's is unreachable
 pid namespace,              leftover processes and other processes: the interpreter is pid 1 and
-``--as-pid-1``,             alone; everything dies with it, and it dies with ``bwrap``, which the
-``--die-with-parent``       parent kills on any limit
+``--as-pid-1``, pidfd       alone; everything dies with it, and the parent kills it through a pidfd
+                            at the end of every run (``--die-with-parent`` besides)
 ipc namespace               SysV and POSIX IPC objects of the host (and the filter denies them)
 mount namespace             reading or writing the host's files (this repository included): the
                             root is read-only and holds only ``/usr`` (plus the Python prefix if
@@ -133,6 +138,7 @@ import os
 import re
 import resource
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -151,6 +157,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arena.games.skill_sp._driver import READY
 from arena.games.skill_sp.seccomp import _DENIED, no_exec_filter, no_fork_filter  # noqa: F401 - re-exported
 
 DRIVER = Path(__file__).with_name("_driver.py")
@@ -206,7 +213,7 @@ class SandboxResult:
     returncode: int | None = None
     wall_s: float = 0.0  # measured by the parent
     cpu_s: float = 0.0  # user + system time of the run's processes, from the parent's wait4
-    run_id: str = ""  # appears in the command line of every process of the run
+    run_id: str = ""  # in the interpreter's argv: a label for logs and tests (the code can erase it; no kill relies on it)
 
     @property
     def ok(self) -> bool:
@@ -279,7 +286,7 @@ class Sandbox:
         return self._execute(job, files, limits or self.limits)
 
     # -------------------------------------------------------------- one run
-    def _command(self, box: str, seccomp_fd: int, run_id: str, lim: Limits) -> list[str]:
+    def _command(self, box: str, seccomp_fd: int, info_fd: int, run_id: str, lim: Limits) -> list[str]:
         return [
             self.bwrap,
             "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
@@ -289,7 +296,7 @@ class Sandbox:
             *self._binds,
             "--ro-bind", box, "/box", "--proc", "/proc", "--remount-ro", "/proc", *_DEV,
             "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
-            "--remount-ro", "/", "--seccomp", str(seccomp_fd),
+            "--remount-ro", "/", "--seccomp", str(seccomp_fd), "--info-fd", str(info_fd),
             self.python, "-I", "-S", "-B", "/box/_driver.py", run_id,
         ]  # fmt: skip
 
@@ -306,11 +313,12 @@ class Sandbox:
             os.chmod(box, 0o755)
             seccomp_r, seccomp_w = os.pipe()
             result_r, result_w = os.pipe()
+            info_r, info_w = os.pipe()
             try:
                 payload = json.dumps({**job, "limits": limits.model_dump(), "result_fd": result_w,
                                       "noexec_filter": self._noexec.hex()})  # fmt: skip
             except (TypeError, ValueError) as exc:
-                for fd in (seccomp_r, seccomp_w, result_r, result_w):
+                for fd in (seccomp_r, seccomp_w, result_r, result_w, info_r, info_w):
                     os.close(fd)
                 return SandboxResult(Status.ERROR, reason=f"arguments are not JSON: {exc}")
             Path(box, "_job.json").write_text(payload)
@@ -318,33 +326,51 @@ class Sandbox:
             os.close(seccomp_w)
             try:
                 proc = subprocess.Popen(
-                    self._command(box, seccomp_r, run_id, limits),
+                    self._command(box, seccomp_r, info_w, run_id, limits),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    pass_fds=(seccomp_r, result_w), start_new_session=True, env={},
+                    pass_fds=(seccomp_r, result_w, info_w), start_new_session=True, env={},
                 )  # fmt: skip
             except OSError as exc:
                 os.close(result_r)
+                os.close(info_r)
                 return SandboxResult(Status.ERROR, reason=f"could not start bwrap: {exc}")
             finally:
-                os.close(seccomp_r)
-                os.close(result_w)
-            _limit_launcher(proc.pid, limits)
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.write(secret + b"\n")  # 33 bytes: fits the pipe, never blocks
-                except OSError:
-                    pass  # bwrap died at once; the result says so
-                finally:
-                    try:
-                        proc.stdin.close()
-                    except OSError:
-                        pass
-            with os.fdopen(result_r, "rb", buffering=0) as result_pipe:
-                run = _collect(proc, result_pipe, limits, start)
-            if run.limit is not None or run.status is None:
-                _reap(run_id)
+                for fd in (seccomp_r, result_w, info_w):
+                    os.close(fd)
+            child = _Child()
+            try:
+                _limit_launcher(proc.pid, limits)
+                with os.fdopen(result_r, "rb", buffering=0) as result_pipe:
+                    note = _attach(child, info_r, result_r, limits, start)
+                    if note is not None:  # never started, or not watchable: it gets no secret and dies
+                        child.kill()
+                        _kill(proc)
+                    _send_secret(proc, secret if note is None else b"")
+                    run = _collect(proc, result_pipe, limits, start, child, note)
+            finally:
+                child.close()  # SIGKILL through the pidfd, whatever the code did: its pid namespace dies with it
+                os.close(info_r)
+                if proc.returncode is None:  # only if the parent itself failed on the way (run never set)
+                    _kill(proc)
+                    _wait4(proc, 5.0)
         result = _classify(run, secret, job["mode"], limits, time.monotonic() - start)
         return dataclasses.replace(result, run_id=run_id)
+
+
+def _send_secret(proc: subprocess.Popen[bytes], secret: bytes) -> None:
+    """The secret on the driver's stdin (33 bytes: fits the pipe, never blocks), then EOF."""
+    if proc.stdin is None:
+        return
+    try:
+        if secret:
+            proc.stdin.write(secret + b"\n")
+    except OSError:
+        pass  # bwrap died at once; the result says so
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
 
 
 def _limit_launcher(pid: int, lim: Limits) -> None:
@@ -381,6 +407,7 @@ class _Run:
     limit: str | None
     status: int | None  # the raw wait status of bwrap (None if it could not be reaped)
     cpu_s: float
+    note: str = ""  # why the run never started (the parent could not take hold of it), if so
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -388,35 +415,6 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def _reap(token: str, within_s: float = 2.0) -> None:
-    """After a kill, make sure no process of the run outlives it.
-
-    Killing ``bwrap`` tears its pid namespace down (the kernel kills every member
-    once the namespace's init dies, and ``--die-with-parent`` signals the child),
-    but asynchronously: the run's python can still be exiting when ``wait()``
-    returns (seen after a 1 GB print). So look for processes carrying the run's
-    token and kill them until none is left.
-    """
-    needle, deadline = token.encode(), time.monotonic() + within_s
-    while True:
-        alive = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if needle in Path(entry.path, "cmdline").read_bytes():
-                        alive.append(int(entry.name))
-                except OSError:
-                    continue
-        if not alive or time.monotonic() > deadline:
-            return
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.01)
 
 
 def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any] | None:
@@ -437,64 +435,157 @@ def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any] | N
         delay = min(delay * 2, 0.02)
 
 
-POLL_S = 0.02  # how often the parent looks at the run's /tmp
+POLL_S = 0.02  # how often the parent looks at the run's threads and /tmp
 
 
-class _Watch:
-    """What the parent polls of a running sandbox: its threads, and the inodes of its ``/tmp``.
+class _Child:
+    """The sandboxed interpreter as the parent holds it: a pidfd, its ``/proc/PID`` and its ``/tmp``.
 
-    Threads come from ``/proc/PID/stat`` (RLIMIT_NPROC does not bind a root caller,
-    and each thread costs kernel memory RLIMIT_AS does not count); inodes from
-    ``/proc/PID/root/tmp``, seen from the host.
+    Taken from bwrap's ``--info-fd`` report (the child's pid and pid namespace) while the
+    driver waits for its secret, before any untrusted code runs; from then on nothing the
+    code does hides the run: not clearing its parent-death signal, not rewriting its argv
+    (the old ``/proc/*/cmdline`` search for the run's token), not its own session, not
+    leaving its main thread (which makes ``/proc/PID/root`` unreadable). The parent
+    SIGKILLs it through the pidfd at the end of every run; it is the init of its pid
+    namespace, so every thread and process of the run dies with it.
 
-    PID is the sandboxed interpreter, bwrap's only child. It counts only once that
-    path is a filesystem of exactly the run's ``tmp_bytes`` (bubblewrap may still be
-    building the root). Where it cannot be seen (not yet started, already gone, or
-    ``/proc/PID/root`` refused) the count is unknown and nothing is killed: the
-    tmpfs size and RLIMIT_FSIZE still hold.
+    Threads come from ``stat`` read through the ``/proc/PID`` descriptor (valid for this
+    process only, never a later one with the same pid); inodes from ``fstatvfs`` of a
+    descriptor of the run's ``/tmp``, opened once and measured from outside.
     """
 
-    def __init__(self, bwrap_pid: int) -> None:
-        self.bwrap_pid, self.child, self.most = bwrap_pid, 0, 0
+    def __init__(self) -> None:
+        self.pidfd: int | None = None
+        self.proc: int | None = None
+        self.tmp: int | None = None
+        self.most = 0  # most inodes seen in /tmp
+
+    def attach(self, info: bytes) -> str | None:
+        """Hold the process bwrap reported (``child-pid``, checked against its ``pid-namespace``); None or why not."""
+        try:
+            data = json.loads(info)
+            pid, pidns = int(data["child-pid"]), int(data["pid-namespace"])
+        except (ValueError, KeyError, TypeError):
+            return "bwrap reported no child process"
+        try:
+            self.pidfd = os.pidfd_open(pid)
+            self.proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+            same = os.stat("ns/pid", dir_fd=self.proc).st_ino == pidns
+        except OSError as exc:
+            return f"the run's process cannot be held ({exc.strerror})"
+        # Alive now, so it held its pid since pidfd_open: the /proc descriptor is of the same process.
+        return None if same and not self.exited() else "the run's process is gone"
+
+    def watch_tmp(self, limits: Limits) -> str | None:
+        """Open the run's ``/tmp`` (the driver runs in its final root): None, or why it cannot be watched."""
+        if self.proc is None:
+            return "the run's process is not held"
+        try:
+            self.tmp = os.open("root/tmp", os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.proc)
+            st = os.fstatvfs(self.tmp)
+        except OSError as exc:
+            return f"the run's /tmp cannot be watched ({exc.strerror})"
+        if not 0 <= st.f_blocks * st.f_frsize - limits.tmp_bytes < 1 << 16:
+            return "the run's /tmp is not its own tmpfs"
+        return None
+
+    def exited(self) -> bool:
+        return self.pidfd is None or bool(select.select([self.pidfd], [], [], 0)[0])
 
     def over(self, limits: Limits) -> str | None:
         """The limit the run is past ("files" or "processes"), else None."""
-        try:
-            if not self.child:
-                children = Path(f"/proc/{self.bwrap_pid}/task/{self.bwrap_pid}/children").read_text().split()
-                if not children:
-                    return None
-                self.child = int(children[0])
-            stat = Path(f"/proc/{self.child}/stat").read_text()
-            if int(stat[stat.rindex(")") + 2 :].split()[17]) > limits.processes:  # field 20: num_threads
-                return "processes"
-            st = os.statvfs(f"/proc/{self.child}/root/tmp")
-        except (OSError, ValueError, IndexError):
-            return None
-        if not 0 <= st.f_blocks * st.f_frsize - limits.tmp_bytes < 1 << 16:  # not (yet) the run's tmpfs
-            return None
-        self.most = max(self.most, st.f_files - st.f_ffree)
-        return "files" if self.most > limits.tmp_files else None
+        if self.tmp is not None:
+            st = os.fstatvfs(self.tmp)
+            self.most = max(self.most, st.f_files - st.f_ffree)
+            if self.most > limits.tmp_files:
+                return "files"
+        if self.proc is not None:
+            try:
+                fd = os.open("stat", os.O_RDONLY, dir_fd=self.proc)
+                try:
+                    stat = os.read(fd, 4096).decode()
+                finally:
+                    os.close(fd)
+                if int(stat[stat.rindex(")") + 2 :].split()[17]) > limits.processes:  # field 20: num_threads
+                    return "processes"
+            except (OSError, ValueError, IndexError):  # exited: nothing left to count
+                pass
+        return None
+
+    def kill(self) -> None:
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:  # already gone
+                pass
+
+    def close(self, within_s: float = 5.0) -> None:
+        """SIGKILL the run (whatever it did), wait until it has exited, release the descriptors."""
+        self.kill()
+        if self.pidfd is not None:
+            select.select([self.pidfd], [], [], within_s)
+        for fd in (self.pidfd, self.proc, self.tmp):
+            if fd is not None:
+                os.close(fd)
+        self.pidfd = self.proc = self.tmp = None
 
 
-def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, start: float) -> _Run:
+def _read_until(fd: int, deadline: float, want: int | None = None) -> bytes | None:
+    """Bytes from ``fd`` until EOF (or ``want`` bytes); None if the deadline passes first."""
+    data = b""
+    while want is None or len(data) < want:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        if not select.select([fd], [], [], left)[0]:
+            continue
+        chunk = os.read(fd, 4096 if want is None else want - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _attach(child: _Child, info_r: int, result_r: int, limits: Limits, start: float) -> str | None:
+    """Take hold of a starting run before it gets its secret: None when held, "wall", or why not.
+
+    bwrap writes the child's pid on ``info_r`` before it lets the child go on; the driver
+    writes ``READY`` on the result pipe once it runs in the sandbox's root and then waits
+    for the secret. A bwrap that fails to set up closes both without either.
+    """
+    deadline = start + limits.wall_s
+    info = _read_until(info_r, deadline)
+    if info is None:
+        return "wall"
+    reason = child.attach(info)
+    if reason is not None:
+        return reason
+    ready = _read_until(result_r, deadline, want=len(READY))
+    if ready is None:
+        return "wall"
+    if ready != READY:
+        return "the sandbox exited before its driver ran"
+    return child.watch_tmp(limits)
+
+
+def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, start: float, child: _Child,
+             note: str | None) -> _Run:  # fmt: skip
     """Read stdout, stderr and the result pipe up to the output cap until exit or the wall clock; kill on either."""
     if proc.stdout is None or proc.stderr is None:
         raise RuntimeError("the sandbox process was started without pipes")
     pipes = (proc.stdout, proc.stderr, result_pipe)
     fds = [f.fileno() for f in pipes]
     bufs = {fd: bytearray() for fd in fds}
-    limit: str | None = None
-    watch = _Watch(proc.pid)
+    limit: str | None = "wall" if note == "wall" else None
     with selectors.DefaultSelector() as sel:
         for f in pipes:
             sel.register(f, selectors.EVENT_READ)
-        while sel.get_map():
+        while sel.get_map() and limit is None:
             left = limits.wall_s - (time.monotonic() - start)
             if left <= 0:
                 limit = "wall"
                 break
-            limit = watch.over(limits)
+            limit = child.over(limits)
             if limit is not None:
                 break
             for key, _ in sel.select(timeout=min(left, POLL_S)):
@@ -507,9 +598,11 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
                 limit = "output"
                 break
     if limit is not None:
+        child.kill()
         _kill(proc)
     waited = _wait4(proc, max(1.0, limits.wall_s - (time.monotonic() - start)))
     if waited is None:  # the pipes closed but the process lingers
+        child.kill()
         _kill(proc)
         waited = _wait4(proc, 5.0)
         limit = limit or "wall"
@@ -519,7 +612,7 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
     status, usage = waited if waited is not None else (None, None)
     cpu = usage.ru_utime + usage.ru_stime if usage is not None else 0.0
     out, err, report = (bytes(bufs[fd]) for fd in fds)
-    return _Run(out[:cap], err[:cap], report, limit, status, cpu)
+    return _Run(out[:cap], err[:cap], report, limit, status, cpu, note if note and note != "wall" else "")
 
 
 # A run without a result that used this share of its CPU limit (by the parent's wait4) hit that limit:
@@ -598,7 +691,7 @@ def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) 
         return SandboxResult(Status.KILLED, limit="processes", reason=f"more than {limits.processes} threads", **common)
     if run.limit == "files":
         return SandboxResult(Status.KILLED, limit="file", reason=f"more than {limits.tmp_files} files in /tmp", **common)
-    report = parse_report(run.report, secret)
+    report = run.note or parse_report(run.report, secret)
     ok = isinstance(report, dict) and report["ok"]
     if not ok and run.cpu_s >= CPU_SHARE * limits.cpu_s:
         return SandboxResult(Status.TIMEOUT, limit="cpu", reason="CPU-time limit", **common)
