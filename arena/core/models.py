@@ -221,6 +221,19 @@ def hub_model_problem(name: str, timeout: float = 10.0) -> str | None:
     return None
 
 
+def check_hub_id(where: str) -> None:
+    """For a hub id (not a local folder): a one-line ConfigError at once when neither the local cache nor
+    the hub has it, instead of transformers' traceback after a minute of retries."""
+    if Path(where).expanduser().exists():
+        return
+    problem = hub_model_problem(where)
+    if problem is not None:
+        from arena.core.errors import ConfigError
+
+        raise ConfigError(f"model: {problem}; give a built-in ({', '.join(BUILTIN_MODELS)}), a local model folder "
+                          "or a hub id the hub serves")
+
+
 def torch_dtype(name: str) -> torch.dtype:
     import torch
 
@@ -237,6 +250,7 @@ def load_causal_lm(name: str, dtype: str = "float32", device: str = "cpu") -> tu
 
     hf_logging.disable_progress_bar()  # one bar per load clutters every CLI's output
     where = resolve_model(name)
+    check_hub_id(where)
     tokenizer = AutoTokenizer.from_pretrained(where)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
@@ -264,6 +278,7 @@ def load_reward_model(name: str, dtype: str = "float32", device: str = "cpu") ->
 
     hf_logging.disable_progress_bar()
     where = resolve_model(name)
+    check_hub_id(where)
     architectures = AutoConfig.from_pretrained(where).architectures or []
     if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
         raise ValueError(

@@ -109,12 +109,19 @@ def test_warm_start_files_that_are_not_what_they_claim(tmp_path: Path) -> None:
     (["learner.lora={target_modules: [nope]}"], "nope match(es) no linear layer"),
     (["play.bot=nosuch"], "play.bot: unknown bot 'nosuch'"),
     (["train.league={enabled: true, bots: [scripted:nosuch]}"], "train.league.bots.0: unknown bot 'nosuch'"),
-    (["policies.learner.model=NoSuchOrg/no-such-model"], "is not in the local"),
 ])
 def test_train_refuses_before_any_model_loads(items: list[str], needle: str, tmp_path: Path) -> None:
     proc = _cli(["arena.train", SPY, *_sets(*items), "--run-dir", str(tmp_path / "run")], env={"HF_HUB_OFFLINE": "1"})
     _one_line(proc, needle)
     assert "precision:" not in proc.stderr and "precision:" not in proc.stdout  # printed once the config is valid
+
+
+def test_a_hub_id_neither_cached_nor_served_is_one_line_at_load(tmp_path: Path) -> None:
+    """A hub id cannot be checked without the network, so a config with one validates; loading it asks the
+    cache, then the hub once, and answers in one line (HF_HUB_OFFLINE here: this machine reaches no hub)."""
+    proc = _cli(["arena.train", SEALED, "--set", "policies.learner.model=NoSuchOrg/no-such-model", "--run-dir",
+                 str(tmp_path / "run")], env={"HF_HUB_OFFLINE": "1"})
+    _one_line(proc, "hub id 'NoSuchOrg/no-such-model' is not in the local Hugging Face cache")
 
 
 def test_an_unreachable_mlflow_server_is_one_line(tmp_path: Path) -> None:

@@ -1,0 +1,212 @@
+"""Cross-checks of a parsed config, each a one-line :class:`~arena.core.errors.ConfigError`: between its
+sections (one trainable policy, seats naming known policies), against what the game declares (bots,
+phases, probes, metrics, policy names in its settings) and against the models (names that exist,
+LoRA targets that match layers), all before any model's weights load. :func:`check_against_game`
+runs them in order; :func:`arena.loop.config.parse_config` calls it on every config it validates.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from arena.core.errors import ConfigError, format_validation_error
+from arena.loop.stop import check_stop_when
+from arena.loop.warm_start import check_warm_start
+from arena.learners.schedule import schedule_phases
+from arena.policies.config import ModelPolicySpec, shorthand_policy
+
+if TYPE_CHECKING:
+    from arena.loop.config import ArenaConfig
+
+
+def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Cross-checks between sections and against what the game declares (one line each)."""
+    trainable = [n for n, p in cfg.policies.items() if isinstance(p, ModelPolicySpec) and p.trainable]
+    if len(trainable) > 1:
+        raise ConfigError(f"{origin}: policies: {', '.join(trainable)} are all trainable; one policy is trained")
+    for pattern, name in cfg.seats.items():
+        if name not in cfg.policies and shorthand_policy(name) is None:
+            known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
+            raise ConfigError(f"{origin}: seats.{pattern}: unknown policy {name!r}; known: {known}")
+    if cfg.learner.reference != "auto" and cfg.learner.reference not in cfg.policies:
+        raise ConfigError(f"{origin}: learner.reference: unknown policy {cfg.learner.reference!r}; "
+                          f"valid: auto, {', '.join(cfg.policies) or '(no policies)'}")
+    check_bots(cfg, origin)
+    check_game_policy_names(cfg, origin)
+    if cfg.train.evals:
+        from arena.loop.evals import check_evals
+
+        check_evals(cfg, origin)
+    check_models(cfg, origin)
+    if cfg.learner.lora is not None and cfg.trainable is not None:  # against the model's layers, no weights read
+        from arena.learners.lora import check_targets
+
+        check_targets(cfg.policies[cfg.trainable].model, cfg.learner.lora, f"{origin}: learner.lora.target_modules")
+    check_warm_start(cfg, origin)
+    check_eval_metrics(cfg, origin)
+    check_stop_when(cfg, origin)
+    try:
+        env = cfg.game.make_env()
+    except (ValueError, OSError) as e:  # a file the game reads at start-up (a skill library): one line
+        raise ConfigError(f"{origin}: game: {' '.join(str(e).split())}") from None
+    for k, layout in enumerate(cfg.train.league.layouts):
+        try:  # strict at start-up; an env's reset only warns of unknown keys
+            type(env).validate_options(layout)
+        except ValidationError as e:
+            raise ConfigError(f"{origin}: {format_validation_error(e, f'train.league.layouts.{k}')}") from None
+    seat_map = cfg.seat_table()
+    for seat in env.possible_agents:
+        if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
+            raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
+    check_probes_and_metrics(cfg, env, origin)
+    phases = tuple(getattr(env, "phases", ()) or ())
+    if not phases:
+        return
+    named: list[tuple[str, str]] = [(f"learner.estimators.{p}", p) for p in cfg.learner.estimators]
+    named += [(f"train.schedule", p) for p in sorted(schedule_phases(cfg.train.schedule))]
+    named += [("train.warm_start.phases", p) for p in getattr(cfg.train.warm_start, "phases", None) or ()]
+    for pname, spec in cfg.policies.items():
+        if isinstance(spec, ModelPolicySpec):
+            named += [(f"policies.{pname}.phase_sampling.{p}", p) for p in spec.phase_sampling]
+    for where, phase in named:
+        if phase not in phases:
+            raise ConfigError(f"{origin}: {where}: the game has no phase {phase!r}; its phases: {', '.join(phases)}")
+
+
+def _settings_fields(model: BaseModel, prefix: str) -> list[tuple[str, str, Any]]:
+    """(dotted field, field name, value) of every field of a settings model and its nested models."""
+    out: list[tuple[str, str, Any]] = []
+    for key in type(model).model_fields:
+        value = getattr(model, key, None)
+        out.append((f"{prefix}.{key}", key, value))
+        if isinstance(value, BaseModel):
+            out += _settings_fields(value, f"{prefix}.{key}")
+    return out
+
+
+def check_model_name(where: str, name: str, origin: str = "config") -> None:
+    """A built-in model name, a local model/checkpoint/run folder or a hub id; else one line (no weights read)."""
+    from arena.core.models import BUILTIN_MODELS, local_model
+
+    if name in BUILTIN_MODELS:
+        return
+    try:
+        local_model(name)
+    except FileNotFoundError as e:
+        raise ConfigError(f"{origin}: {where}: {' '.join(str(e).split())}; valid: a built-in "
+                          f"({', '.join(BUILTIN_MODELS)}), a local model folder or a hub id (org/name)") from None
+    # A hub id is checked when a run first loads it (arena.core.models.load_causal_lm: the local cache,
+    # else one request to the hub), not here: validating a config (a paper's GPU recipe) needs no network.
+
+
+def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every model path in the config (policies, reward models, the game's ``*_model`` settings) names a model
+    that exists (a built-in, a local folder or a plausible hub id), before any model loads."""
+    for pname, spec in cfg.policies.items():
+        model = getattr(spec, "model", None)
+        if isinstance(model, str) and getattr(spec, "backend", "hf") != "openai":
+            check_model_name(f"policies.{pname}.model", model, origin)
+    for where, key, value in _settings_fields(cfg.game.settings, "game"):
+        if isinstance(value, str) and (key == "model" or key.endswith("_model")):
+            check_model_name(where, value, origin)
+
+
+def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every scripted policy names a bot the game has (before a tournament prints its schedule)."""
+    from arena.policies.config import ScriptedSpec
+    from arena.policies.scripted import make_bot
+
+    named = [(f"policies.{pname}.bot", spec.bot) for pname, spec in cfg.policies.items() if isinstance(spec, ScriptedSpec)]
+    if "bot" in cfg.play.model_fields_set:  # the default name "default" is only a default where a game has it
+        named.append(("play.bot", cfg.play.bot))
+    named += [(f"train.league.bots.{i}", bot.removeprefix("scripted:")) for i, bot in enumerate(cfg.train.league.bots)]
+    for where, bot in named:
+        try:
+            make_bot(cfg.game.cls, bot)
+        except ValueError as e:
+            raise ConfigError(f"{origin}: {where}: {' '.join(str(e).split())}") from None
+
+
+def check_game_policy_names(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every ``policy`` / ``*_policy`` setting of the game (Skill-SP's ``evolution.policy``) names a policy
+    of the table, at start-up rather than when the game first asks for it."""
+    for where, key, value in _settings_fields(cfg.game.settings, "game"):
+        if isinstance(value, str) and (key == "policy" or key.endswith("_policy")) and value not in cfg.policies:
+            raise ConfigError(f"{origin}: {where}: unknown policy {value!r}; valid: "
+                              f"{', '.join(cfg.policies) or '(no policies)'}")
+
+
+def check_probes_and_metrics(cfg: ArenaConfig, env: Any, origin: str = "config") -> None:
+    """Every probe an objective term reads is one the game records (AUSO's 'teacher' needs household's
+    ``skills.probes: true``), and every episode metric an estimator reads (AUSO's ``pass_metric``) is one the
+    game reports: one game played with the action spaces' examples tells, no model needed."""
+    from arena.learners.estimators import get_estimator
+    from arena.learners.objectives import get_objective
+
+    probes: list[tuple[str, str]] = []
+    for i, term in enumerate(cfg.learner.objectives):
+        opts = get_objective(term.name).options.model_validate(term.options)
+        if isinstance(getattr(opts, "probe", None), str):
+            probes.append((f"learner.objectives.{i}.options.probe ({term.name})", opts.probe))
+    metrics: list[tuple[str, str]] = []
+    for phase, est in cfg.learner.estimators.items():
+        opts = get_estimator(est.name).options.model_validate(est.options)
+        if isinstance(getattr(opts, "pass_metric", None), str):
+            metrics.append((f"learner.estimators.{phase}.options.pass_metric", opts.pass_metric))
+    if not probes and not metrics:
+        return
+    env.reset(seed=cfg.train.seed)
+    recorded = set(env.probe_prompts(env.agent_selection))
+    for where, probe in probes:
+        if probe not in recorded:
+            hint = ", ".join(sorted(recorded)) or "none (household records them with game.skills.probes: true)"
+            raise ConfigError(f"{origin}: {where}: the game records no probe {probe!r}; it records: {hint}")
+    if metrics:
+        episode = _example_episode(env, cfg.train.seed)
+        if episode is None:
+            return
+        reported = set(episode.metrics)
+        for where, metric in metrics:
+            if metric not in reported:
+                raise ConfigError(f"{origin}: {where}: the game reports no metric {metric!r}; "
+                                  f"it reports: {', '.join(sorted(reported)) or 'none'}")
+
+
+def _example_episode(env: Any, seed: int) -> Any:
+    """One game played with the action spaces' first examples (no model): what metrics the game reports;
+    None when the game cannot be played here (no sandbox on this machine): the run checks them later."""
+    try:
+        env.reset(seed=seed)
+        for _ in env.agent_iter(max_iter=10_000):
+            _, _, term, trunc, _ = env.last()
+            examples = env.action_space(env.agent_selection).examples or ("",)
+            env.step(None if term or trunc else examples[0])
+        return env.episode()
+    except Exception:  # noqa: BLE001 - a start-up convenience; the runtime check still stands
+        return None
+
+
+def check_eval_metrics(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Every ``train.evals.<name>.metrics`` pattern picks a metric the evaluation's game reports (its
+    summary keys over a few example games), at start-up rather than after the first evaluation."""
+    from arena.loop.evals import eval_settings
+    from arena.stats.heldout import per_episode
+
+    for spec in cfg.train.evals:
+        if not spec.metrics:
+            continue
+        env = cfg.game.cls(eval_settings(cfg.game.cls, cfg.game.settings, spec, origin))
+        names: set[str] = set()
+        episodes = [_example_episode(env, seed) for seed in range(3)]
+        if any(ep is None for ep in episodes):
+            continue
+        for ep in episodes:
+            names |= {k.removeprefix("game/") for k in per_episode(ep)}
+        missing = [p for p in spec.metrics if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        if missing:
+            raise ConfigError(f"{origin}: train.evals.{spec.name}.metrics: no metric matches "
+                              f"{', '.join(map(repr, missing))}; the game reports: {', '.join(sorted(names))}")
