@@ -32,6 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "runs" / "methods"
 BASE = "smollm2-135m"
+sys.path.insert(0, str(ROOT))
+from arena.policies.hardware import THREADS_ENV, choose_threads, usable_cores  # noqa: E402
+
 QUIET = ["runner.progress=false", "train.plot=false", "train.loggers=[]", "train.evals=[]"]
 
 
@@ -355,7 +358,11 @@ def main() -> None:
     if unknown:
         p.error(f"unknown method {unknown[0]!r}; valid: {', '.join(METHODS)}")
     if not args.report:
-        threads = args.threads or max(1, (os.cpu_count() or 2) // args.parallel)
+        # Each of the --parallel jobs gets its share of the cores (a user's OMP_NUM_THREADS wins); every
+        # job's process is started with OMP_NUM_THREADS set to it, which arena then honours.
+        threads, why = (args.threads, "--threads") if args.threads else choose_threads(
+            usable_cores(), args.parallel, env=os.environ.get(THREADS_ENV))
+        print(f"threads: torch intra-op {threads} per job ({why}): {args.parallel} parallel jobs", flush=True)
         for name in names:
             (OUT / name).mkdir(parents=True, exist_ok=True)
             make_warm(name, threads * args.parallel)

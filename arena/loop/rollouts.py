@@ -18,12 +18,18 @@ A checkpoint after step ``s`` holds the played steps ``s + 1 .. s + k`` (in flig
 played, not yet trained) as JSONL in ``<checkpoint>/inflight/``; ``--resume`` puts them
 back, so nothing is dropped or played twice.
 
+The thread's torch work (an hf generator's forward passes) runs beside the learner's in one
+process, on one intra-op pool setting: with ``k > 0`` the pipeline gives each of the two half
+the cores until it closes (arena/policies/hardware.py::set_torch_threads, which a user's
+OMP_NUM_THREADS or torch.set_num_threads overrides) and says so at start-up.
+
 The gap between the generator's weights and the learner's is what
 ``learner.importance`` (tis | mis) corrects per token; its ratios are logged as ``is/*``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +69,11 @@ class Pipeline:
         self._error: BaseException | None = None
         self._stop = False
         self._play = play
+        self._threads = contextlib.ExitStack()  # k = 0 overlaps nothing: the threads stay as they are
+        if k > 0:
+            from arena.policies.hardware import torch_threads_for
+
+            self._threads.enter_context(torch_threads_for(jobs=2, what="the async rollout thread beside the learner"))
         self._thread = threading.Thread(target=self._run, name="arena-rollouts", daemon=True)
         self._thread.start()
 
@@ -126,6 +137,7 @@ class Pipeline:
             self._stop = True
             self._cond.notify_all()
         self._thread.join()
+        self._threads.close()
 
 
 def save_inflight(folder: Path, inflight: dict[int, Played]) -> None:

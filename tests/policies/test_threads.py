@@ -1,0 +1,82 @@
+"""Torch intra-op threads (arena/policies/hardware.py): cores shared out among concurrent jobs, a user's
+explicit setting wins, and the choice is said in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from arena.policies import hardware
+from arena.policies.hardware import THREADS_ENV, choose_threads, set_torch_threads, usable_cores
+
+
+@pytest.fixture(autouse=True)
+def restore_threads() -> Iterator[None]:
+    before, applied = torch.get_num_threads(), list(hardware._applied)
+    yield
+    torch.set_num_threads(before)
+    hardware._applied[:] = applied
+
+
+def test_cores_are_shared_out_among_the_jobs() -> None:
+    assert choose_threads(16) == (16, "16 cores / 1 concurrent job")
+    assert choose_threads(16, jobs=2) == (8, "16 cores / 2 concurrent jobs")
+    assert choose_threads(16, jobs=3)[0] == 5  # never more than the cores in all
+    assert choose_threads(16, jobs=2, reserved=4) == (6, "16 cores less 4 reserved / 2 concurrent jobs")
+    assert choose_threads(2, jobs=4)[0] == 1 and choose_threads(2, jobs=1, reserved=8)[0] == 1  # at least one
+    assert choose_threads(16, jobs=0)[0] == 16
+
+
+def test_an_explicit_setting_wins() -> None:
+    assert choose_threads(16, jobs=2, env="3") == (3, f"{THREADS_ENV}=3 as set")
+    assert choose_threads(16, jobs=2, env=" ", torch_threads=16, torch_default=16)[0] == 8  # blank: unset
+    assert choose_threads(16, jobs=2, torch_threads=5, torch_default=16) == (5, "torch.set_num_threads(5) as set")
+    assert choose_threads(16, jobs=2, env="4", torch_threads=5, torch_default=16)[0] == 4  # the variable first
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(ValueError, match=f"{THREADS_ENV}='{bad}' is not a positive integer"):
+            choose_threads(16, env=bad)
+
+
+def test_set_torch_threads_applies_and_says_it(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 8)
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda _pid: set(range(8)))
+    torch.set_num_threads(8)  # torch's default here: every CPU
+    hardware._applied.clear()
+    assert set_torch_threads(jobs=2, what="rollouts beside the learner") == 4 == torch.get_num_threads()
+    assert capsys.readouterr().err == "threads: torch intra-op 4 per job (8 cores / 2 concurrent jobs): rollouts beside the learner\n"
+    assert set_torch_threads(jobs=4) == 2  # its own earlier choice is not a user's
+    torch.set_num_threads(3)  # a user's call wins over a later choice
+    assert set_torch_threads(jobs=2) == 3 == torch.get_num_threads()
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert set_torch_threads(jobs=2) == 1 == torch.get_num_threads()
+    assert "OMP_NUM_THREADS=1 as set" in capsys.readouterr().err
+
+
+def test_usable_cores_is_within_the_machine() -> None:
+    import os
+
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+
+
+def test_the_async_pipeline_shares_the_cores_with_the_learner(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from arena.loop.rollouts import Pipeline
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 4)
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda _pid: set(range(4)))
+    torch.set_num_threads(4)
+    hardware._applied.clear()
+    seen: list[int] = []
+    pipe = Pipeline(lambda t: ([], {"t": float(seen.append(torch.get_num_threads()) or t)}), k=1, version=0, last=1)
+    assert pipe.take(1) == ([], {"t": 1.0}) and seen == [2] and torch.get_num_threads() == 2
+    pipe.close()
+    assert torch.get_num_threads() == 4  # restored when the pipeline closes
+    assert "threads: torch intra-op 2 per job (4 cores / 2 concurrent jobs): the async rollout thread" in capsys.readouterr().err
+    pipe = Pipeline(lambda t: ([], {}), k=0, version=0, last=1)  # k = 0 overlaps nothing: nothing changes
+    pipe.take(1)
+    pipe.close()
+    assert torch.get_num_threads() == 4 and capsys.readouterr().err == ""
