@@ -23,6 +23,19 @@ into Bradley-Terry ratings with 95% bootstrap intervals (anchor ``--anchor``,
 default the first player, = 1000), openskill ratings, payoff matrices (overall
 and per role) and significant non-transitive cycles.
 
+Exact (``--exact``; OpenSpiel games small enough to enumerate, e.g. Kuhn and Leduc poker). No
+game is played: each player's policy is its exact action distribution at every information state
+(arena/loop/exact.py: a model's normalised teacher-forced likelihood of each legal action at its
+sampling temperature; a bot's own distribution), and for each pair (i, j) and each seat i can hold,
+with j in every other seat, OpenSpiel's ``expected_game_score.policy_value`` sums the whole tree
+(arena/games/openspiel/exact.py ``head_to_head``). The payoff matrix is i's exact expected pairwise
+result against j (1 win, 0.5 tie, 0 loss: what a sampled tournament's payoff matrix estimates) and the
+Bradley-Terry ratings are fitted to it, with no interval (no sampling noise); beside it, i's exact
+expected return (chips) against j. The JSON (``--json``, default ``<run_dir>/tournament_exact.json``)
+holds ``payoff`` (results), ``returns`` and ``ratings``; the PNG both matrices.
+``--games``, ``--layouts`` and ``--bootstrap`` do not apply. Another game, or one too large to
+enumerate, is one line and exit 2.
+
 Output: a table on the terminal, the JSON (``--json``, default
 ``<run_dir>/tournament.json``) with the schedule and every game's seed,
 options, seating, roles and outcome (replayable and refittable), and a PNG
@@ -229,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--png", type=Path, default=None, help="payoff heatmap (default: beside the JSON)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--exact", action="store_true", help="exact expected payoffs from the policies' action "
+                   "probabilities, no games played (OpenSpiel games small enough to enumerate)")
     return p
 
 
@@ -256,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     anchor = args.anchor or labels[0]
     if anchor not in players:
         raise ConfigError(f"--anchor: {anchor!r} is not a player ({', '.join(labels)})")
+    if args.exact:
+        return exact_tournament(cfg, players, anchor, args)
     if args.games is not None and args.games < 1:
         raise ConfigError(f"--games: must be >= 1 (got {args.games})")
     if args.bootstrap < 0:
@@ -341,3 +358,85 @@ def play(cfg: ArenaConfig, players: Mapping[str, Any], todo: Sequence[Table], se
         bar.update(len(part))
     bar.close()
 
+
+
+# ------------------------------------------------------------------ exact (no games played)
+def exact_fit(results: np.ndarray, players: Sequence[str], anchor: str) -> dict[str, float]:
+    """Bradley-Terry ratings (Elo scale, ``anchor`` = 1000) fitted to exact expected pairwise results
+    ``results[i, j]`` (i's expected score against j, as fractional wins; NaN on the diagonal)."""
+    from arena.stats.ratings import ELO_BASE, ELO_SCALE, _fit_theta
+
+    wins = np.nan_to_num(np.asarray(results, dtype=float), nan=0.0)
+    theta = _fit_theta(wins, list(players).index(anchor), ridge=1e-6)
+    return {p: ELO_BASE + float(t) * ELO_SCALE for p, t in zip(players, theta, strict=True)}
+
+
+def exact_policies(cfg: ArenaConfig, players: Mapping[str, Any]) -> tuple[Any, list[Any]]:
+    """The OpenSpiel game and one ``TabularPolicy`` per player; one ConfigError line for a game that is
+    not an enumerable OpenSpiel game or a player without exact action probabilities."""
+    from arena.games.openspiel.exact import TooLarge, count_info_states, tabular_policy
+    from arena.games.openspiel.types import OpenSpielConfig
+    from arena.loop.build import build_policies, sampling_table
+    from arena.loop.exact import policies_action_probs
+
+    settings = cfg.game.settings
+    if not isinstance(settings, OpenSpielConfig):
+        raise ConfigError(f"--exact: exact head-to-head values are for OpenSpiel games small enough to enumerate "
+                          f"(game.name: openspiel, e.g. kuhn_poker, leduc_poker); {cfg.game.name!r} is not one")
+    game = settings.load()
+    try:
+        count_info_states(game, settings.exploitability_max_states)
+    except TooLarge as e:
+        raise ConfigError(f"--exact: {' '.join(str(e).split())}") from None
+    pcfg = player_config(cfg, players)
+    policies = build_policies(pcfg, names=list(players))
+    sampling = sampling_table(pcfg)
+    phase = cfg.game.cls.phases[0] if cfg.game.cls.phases else ""
+    tables = []
+    for label in players:
+        try:
+            tables.append(tabular_policy(settings, policies_action_probs(policies, lambda _seat, lab=label: lab,
+                                                                         sampling, phase)))
+        except ValueError as e:
+            raise ConfigError(f"--players: {label}: {' '.join(str(e).split())}") from None
+    return game, tables
+
+
+def exact_tournament(cfg: ArenaConfig, players: Mapping[str, Any], anchor: str, args: argparse.Namespace) -> int:
+    """``--exact``: the exact payoff matrices and the ratings fitted to them (see the module docstring)."""
+    from arena.games.openspiel.exact import head_to_head
+
+    labels = list(players)
+    game, tables = exact_policies(cfg, players)
+    returns, results = head_to_head(game, tables)
+    ratings = exact_fit(results, labels, anchor)
+
+    def clean(m: np.ndarray) -> list[list[float | None]]:
+        return [[None if math.isnan(v) else float(v) for v in row] for row in m]
+
+    print(f"{cfg.game.name} ({game}): exact head-to-head of {len(labels)} players, no games sampled")
+    print(f"{'player':<24} {'BT rating':>9} {'mean return':>12} {'mean result':>12}")
+    for k in sorted(range(len(labels)), key=lambda k: -ratings[labels[k]]):
+        others = [j for j in range(len(labels)) if j != k]
+        print(f"{labels[k][:24]:<24} {ratings[labels[k]]:>9.1f} {np.mean(returns[k, others]):>12.4f} "
+              f"{np.mean(results[k, others]):>12.4f}")
+    print(f"anchor: {anchor} = 1000 (Elo scale), fitted to the exact expected results (win 1, tie 0.5)")
+    for title, matrix in (("payoff (row's exact expected result against column: win 1, tie 0.5)", results),
+                          ("returns (row's exact expected return against column)", returns)):
+        print(title + ":")
+        print(" " * 16 + "".join(f"{p[:10]:>11}" for p in labels))
+        for k, p in enumerate(labels):
+            print(f"{p[:16]:<16}" + "".join(f"{'-' if math.isnan(v) else f'{v:.4f}':>11}" for v in matrix[k]))
+    json_path = args.json or Path(cfg.run_dir) / "tournament_exact.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(json_path, {"format": FORMAT, "exact": True, "game": cfg.game.name, "openspiel_game": str(game),
+                           "config": str(args.config), "overrides": args.overrides, "players": labels,
+                           "player_specs": dict(zip(labels, args.players, strict=True)), "anchor": anchor,
+                           "ratings": {p: {"rating": r, "low": r, "high": r} for p, r in ratings.items()},
+                           "payoff": clean(results), "returns": clean(returns)})
+    from arena.loop.plot import plot_payoff
+
+    png = plot_payoff(labels, {"overall": clean(results), "returns": clean(returns)},
+                      args.png or json_path.with_suffix(".png"), title=f"{cfg.game.name}: exact expected values")
+    print(f"results: {json_path}\nheatmap: {png}")
+    return 0

@@ -1,0 +1,93 @@
+"""Exact head-to-head values (arena/games/openspiel/exact.py, issue #34) against OpenSpiel's own expected
+values and against a Kuhn poker enumeration written out by hand (fast: no model, in ``make mutation``)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyspiel
+import pytest
+from open_spiel.python import policy as os_policy
+from open_spiel.python.algorithms import expected_game_score
+
+from arena.games.openspiel import OpenSpielConfig
+from arena.games.openspiel.exact import expected_results, expected_returns, head_to_head, tabular_policy
+
+KUHN = pyspiel.load_game("kuhn_poker")
+# Two hand-built Kuhn policies: the probability of Bet at each information state (card, betting so far).
+CAUTIOUS = {"0": 0.0, "0p": 0.1, "0b": 0.0, "0pb": 0.0, "1": 0.2, "1p": 0.3, "1b": 0.4, "1pb": 0.5,
+            "2": 0.6, "2p": 1.0, "2b": 1.0, "2pb": 1.0}
+BLUFFER = {"0": 0.7, "0p": 0.8, "0b": 0.1, "0pb": 0.2, "1": 0.5, "1p": 0.5, "1b": 0.6, "1pb": 0.3,
+           "2": 0.9, "2p": 0.9, "2b": 1.0, "2pb": 1.0}
+
+
+def table(bets: dict[str, float]) -> os_policy.TabularPolicy:
+    t = os_policy.TabularPolicy(KUHN)
+    for row, state in enumerate(t.states):
+        b = bets[state.information_state_string()]
+        t.action_probability_array[row] = [1 - b, b]
+    return t
+
+
+def by_hand(first: dict[str, float], second: dict[str, float]) -> tuple[float, float]:
+    """Player 0's expected return and its probability of winning the hand, ``first`` as player 0 and
+    ``second`` as player 1, summed over the 6 deals and the 5 betting sequences (no OpenSpiel)."""
+    value, win = 0.0, 0.0
+    for c0, c1 in itertools.permutations(range(3), 2):
+        high = 1.0 if c0 > c1 else -1.0
+        b0, b1p, b1b, b0pb = first[f"{c0}"], second[f"{c1}p"], second[f"{c1}b"], first[f"{c0}pb"]
+        lines = [((1 - b0) * (1 - b1p), high * 1),           # pass pass: showdown for 1
+                 ((1 - b0) * b1p * (1 - b0pb), -1.0),        # pass bet pass: player 0 folds
+                 ((1 - b0) * b1p * b0pb, high * 2),          # pass bet bet: showdown for 2
+                 (b0 * (1 - b1b), 1.0),                       # bet pass: player 1 folds
+                 (b0 * b1b, high * 2)]                        # bet bet: showdown for 2
+        value += sum(p * v for p, v in lines) / 6
+        win += sum(p for p, v in lines if v > 0) / 6
+    return value, win
+
+
+def test_expected_returns_are_openspiels_and_the_hand_enumeration() -> None:
+    a, b = table(CAUTIOUS), table(BLUFFER)
+    for first, second, tf, ts in ((CAUTIOUS, BLUFFER, a, b), (BLUFFER, CAUTIOUS, b, a), (CAUTIOUS, CAUTIOUS, a, a)):
+        got = expected_returns(KUHN, [tf, ts])
+        reference = expected_game_score.policy_value(KUHN.new_initial_state(), [tf, ts])
+        assert got == pytest.approx(list(reference), abs=1e-12)
+        assert got[0] == pytest.approx(by_hand(first, second)[0], abs=1e-12) and got[1] == pytest.approx(-got[0])
+
+
+def test_expected_results_are_win_probabilities_by_hand() -> None:
+    r = expected_results(KUHN, [table(CAUTIOUS), table(BLUFFER)])
+    value, win = by_hand(CAUTIOUS, BLUFFER)
+    assert r[0, 1] == pytest.approx(win, abs=1e-12) and r[1, 0] == pytest.approx(1 - win, abs=1e-12)  # no ties in Kuhn
+    assert r[0, 0] == r[1, 1] == pytest.approx(0.5)  # against itself: a tie
+
+
+def test_head_to_head_averages_the_two_seats() -> None:
+    returns, results = head_to_head(KUHN, [table(CAUTIOUS), table(BLUFFER), table(CAUTIOUS)])
+    v01, w01 = by_hand(CAUTIOUS, BLUFFER)  # cautious as player 0
+    v10, w10 = by_hand(BLUFFER, CAUTIOUS)  # cautious as player 1: minus the bluffer's
+    assert returns[0, 1] == pytest.approx((v01 - v10) / 2, abs=1e-12)
+    assert returns[1, 0] == pytest.approx(-returns[0, 1], abs=1e-12)
+    assert results[0, 1] == pytest.approx((w01 + (1 - w10)) / 2, abs=1e-12)
+    assert results[0, 1] + results[1, 0] == pytest.approx(1.0)
+    vs, _ = by_hand(CAUTIOUS, CAUTIOUS)
+    assert returns[0, 0] == pytest.approx((vs - vs) / 2, abs=1e-12) and np.isnan(results[0, 0])
+    assert returns[0, 2] == pytest.approx(0.0, abs=1e-12) and results[0, 2] == pytest.approx(0.5)  # the same policy
+    assert returns[1, 2] == pytest.approx(returns[1, 0])
+
+
+def test_kuhn_game_value_from_the_cfr_policy() -> None:
+    """OpenSpiel's CFR+ average policy is near Nash: player 0's value is near -1/18 in self-play."""
+    from arena.games.openspiel.exact import cfr_policy
+
+    cfr = cfr_policy("kuhn_poker()")
+    assert expected_returns(KUHN, [cfr, cfr])[0] == pytest.approx(-1 / 18, abs=1e-3)
+
+
+def test_the_arena_path_gives_the_hand_built_table() -> None:
+    """The policies as the arena asks them (a query per information state) are the hand-built tables."""
+    arena_table = tabular_policy(OpenSpielConfig(), lambda qs: [[1 - BLUFFER[q.observation.info_state],
+                                                                 BLUFFER[q.observation.info_state]] for q in qs])
+    assert expected_returns(KUHN, [arena_table, table(CAUTIOUS)]) == pytest.approx(by_hand(BLUFFER, CAUTIOUS)[0:1] +
+                                                                                 (-by_hand(BLUFFER, CAUTIOUS)[0],))
