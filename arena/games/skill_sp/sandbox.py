@@ -35,6 +35,13 @@ only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
   ``/tmp`` (the only writable mount), an ipc namespace, and a seccomp deny-list for the
   memory that RLIMIT_AS does not count (SysV shm/msg/sem, POSIX message queues,
   memfd, io_uring, userfaultfd);
+* **host-wide budgets** a run would share with every other process of the caller's uid or
+  of the host: the filter refuses ``io_setup`` (``fs.aio-max-nr``), ``io_uring_setup``,
+  ``inotify_init``/``inotify_init1``/``inotify_add_watch`` (the uid's inotify instances:
+  a root caller's run counts as the host's root), ``timer_create`` (POSIX timers; no
+  validator needs them, ``threading.Timer`` and ``time.sleep`` do not use them),
+  ``fcntl`` ``F_SETLEASE``/``F_NOTIFY``, ``prctl`` ``PR_SET_PDEATHSIG``/``PR_SET_DUMPABLE``
+  and ``socketpair`` of any family but AF_UNIX;
 * **privilege**: user namespace without capabilities, nested user namespaces disabled
   (``--disable-userns``), no mount/unshare/setns, keyrings, BPF, perf, personality,
   module or kexec calls, no exec of any binary once the interpreter runs;
@@ -93,8 +100,10 @@ RLIMIT_MEMLOCK, _MSGQUEUE   message queues
 seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THREAD fail with
                             EAGAIN, clone3 with ENOSYS (glibc then falls back to clone, so
                             threads still work), clone with a CLONE_NEW* flag with EPERM; the
-                            deny-list (``seccomp._DENIED``) fails with EPERM; a foreign syscall ABI
-                            kills the process. RLIMIT_NPROC (``processes``, counted per user
+                            deny-list (``seccomp._DENIED``) fails with EPERM, so do the fcntl and
+                            prctl operations of ``seccomp._ARGUMENTS``; socket/socketpair of a
+                            family not in ``seccomp._FAMILIES`` get EAFNOSUPPORT; a foreign syscall
+                            ABI kills the process. RLIMIT_NPROC (``processes``, counted per user
                             namespace, so threads of this run only) is set too but does not
                             bind a root caller, whose real uid is exempt from it.
 exec filter (driver)        execve/execveat of anything, once the interpreter runs

@@ -30,6 +30,10 @@ _DENIED: dict[str, tuple[int | None, int | None]] = {
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
     # kernel memory in /tmp the inode count misses: hard links (a dentry each) and extended attributes
     "link": (86, None), "linkat": (265, 37), "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7),
+    # host-wide budgets a run could exhaust for everyone (fs.aio-max-nr, the uid's inotify instances and
+    # watches: a root caller's run counts as the host's root) and POSIX timers (kernel memory, no rlimit)
+    "io_setup": (206, 0), "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_add_watch": (254, 27),
+    "timer_create": (222, 107),
     # kernel keyrings, BPF, perf, execution domains
     "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
     "perf_event_open": (298, 241), "personality": (135, 92), "modify_ldt": (154, None), "uselib": (134, None),
@@ -49,10 +53,22 @@ _CLONE_THREAD = 0x00010000
 _CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 _RET_ALLOW, _RET_KILL = 0x7FFF0000, 0x80000000
 _EPERM, _EAGAIN, _ENOSYS, _EAFNOSUPPORT = 1, 11, 38, 97
-# socket(2); the families allowed: a TCP connection on the sandbox's own loopback queues ~4 MiB of
-# kernel buffers that RLIMIT_AS does not count (28 of them: 104 MiB), and there is no network anyway.
-_SOCKET = {"x86_64": 41, "aarch64": 198}
 _AF_UNIX, _AF_NETLINK = 1, 16
+# Syscalls allowed only for some families (args[0]), else EAFNOSUPPORT: name -> ((x86_64, aarch64), families).
+# A TCP connection on the sandbox's own loopback queues ~4 MiB of kernel buffers that RLIMIT_AS does not
+# count (28 of them: 104 MiB), and there is no network anyway; socketpair(2) exists for AF_UNIX only.
+_FAMILIES: dict[str, tuple[tuple[int, int], tuple[int, ...]]] = {
+    "socket": ((41, 198), (_AF_UNIX, _AF_NETLINK)),  # AF_NETLINK: if_nameindex
+    "socketpair": ((53, 199), (_AF_UNIX,)),
+}
+# Syscalls refused (EPERM) for some values of one argument: name -> ((x86_64, aarch64), argument, values).
+# fcntl: F_SETLEASE (leases, the host's lease-break machinery) and F_NOTIFY (dnotify). prctl:
+# PR_SET_PDEATHSIG (the run would outlive bwrap) and PR_SET_DUMPABLE (hiding /proc/PID from the parent).
+# The kernel reads both arguments as 32-bit ints: the low word is the whole value.
+_ARGUMENTS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
+    "fcntl": ((72, 25), 1, (1024, 1026)),
+    "prctl": ((157, 167), 0, (1, 4)),
+}
 
 
 def _ret_errno(errno: int) -> int:
@@ -80,6 +96,19 @@ def _check_machine(machine: str | None) -> str:
     return machine
 
 
+def _argument_rules(column: int) -> list[tuple[int, Any, Any, int]]:
+    """The rules of :data:`_FAMILIES` and :data:`_ARGUMENTS`; each ends with the accumulator holding ``nr`` again."""
+    ld, jeq = 0x20, 0x15
+    out: list[tuple[int, Any, Any, int]] = []
+    for nrs, families in _FAMILIES.values():
+        checks = [(jeq, "allow", 0, f) for f in families[:-1]] + [(jeq, "allow", "eafnosupport", families[-1])]
+        out += [(jeq, 0, 1 + len(checks), nrs[column]), (ld, 0, 0, 16), *checks]
+    for nrs, arg, values in _ARGUMENTS.values():
+        checks = [(jeq, "eperm", 0, v) for v in values[:-1]] + [(jeq, "eperm", "allow", values[-1])]
+        out += [(jeq, 0, 1 + len(checks), nrs[column]), (ld, 0, 0, 16 + 8 * arg), *checks] if values else []
+    return out
+
+
 def no_fork_filter(machine: str | None = None) -> bytes:
     """The sandbox's classic-BPF seccomp program (as ``seccomp_export_bpf`` writes it), loaded by bubblewrap.
 
@@ -88,8 +117,9 @@ def no_fork_filter(machine: str | None = None) -> bytes:
     architecture is killed (no i386 ``int 0x80`` door); x32 syscalls
     (``nr >= 0x40000000``) and ``clone3`` (whose flags live in memory a filter
     cannot read) get ENOSYS; ``fork``/``vfork`` get EAGAIN; the syscalls of
-    :data:`_DENIED` get EPERM; ``socket`` of a family other than AF_UNIX and
-    AF_NETLINK gets EAFNOSUPPORT; ``clone`` is allowed only with ``CLONE_THREAD``
+    :data:`_DENIED` get EPERM; ``socket``/``socketpair`` of a family not in
+    :data:`_FAMILIES` get EAFNOSUPPORT; the ``fcntl``/``prctl`` operations of
+    :data:`_ARGUMENTS` get EPERM; ``clone`` is allowed only with ``CLONE_THREAD``
     and no ``CLONE_NEW*`` flag in ``args[0]`` (else EAGAIN / EPERM); all else is
     allowed. It is a deny-list: a syscall not named here is the kernel's to police
     (namespaces, no capabilities, rlimits).
@@ -107,10 +137,7 @@ def no_fork_filter(machine: str | None = None) -> bytes:
         (jeq, "enosys", 0, clone3),
         *[(jeq, "eagain", 0, nr) for nr in forks],
         *[(jeq, "eperm", 0, nr) for nr in denied],
-        (jeq, 0, 3, _SOCKET[machine]),  # socket(): only AF_UNIX and AF_NETLINK (if_nameindex)
-        (ld, 0, 0, 16),
-        (jeq, "allow", 0, _AF_UNIX),
-        (jeq, "allow", "eafnosupport", _AF_NETLINK),
+        *_argument_rules(column),
         (jeq, 0, "allow", clone),
         (ld, 0, 0, 16),
         (jset, "eperm", 0, _CLONE_NEW),
