@@ -91,3 +91,62 @@ def test_the_arena_path_gives_the_hand_built_table() -> None:
                                                                  BLUFFER[q.observation.info_state]] for q in qs])
     assert expected_returns(KUHN, [arena_table, table(CAUTIOUS)]) == pytest.approx(by_hand(BLUFFER, CAUTIOUS)[0:1] +
                                                                                  (-by_hand(BLUFFER, CAUTIOUS)[0],))
+
+
+# ------------------------------------------------------------------ the average policy
+def average_by_hand(policies: list[dict[str, float]], weights: list[float]) -> dict[str, float]:
+    """Kuhn's average Bet probability per information state, written out: player 0 reaches 'c' always and
+    'cpb' by passing with c (own reach 1 - bet(c)); player 1 reaches 'cp' and 'cb' with no move of its own."""
+    w = [x / sum(weights) for x in weights]
+    out = {}
+    for c in "012":
+        for hist in ("", "p", "b"):
+            out[c + hist] = sum(wk * pk[c + hist] for wk, pk in zip(w, policies))
+        reach = [wk * (1 - pk[c]) for wk, pk in zip(w, policies)]
+        out[c + "pb"] = sum(r * pk[c + "pb"] for r, pk in zip(reach, policies)) / sum(reach)
+    return out
+
+
+def test_average_policy_is_the_reach_weighted_average_by_hand() -> None:
+    from open_spiel.python.algorithms import exploitability
+
+    from arena.games.openspiel.exact import average_exploitability, average_policy, own_reach
+
+    assert own_reach(KUHN, table(CAUTIOUS))[table(CAUTIOUS).state_lookup["2pb"]] == pytest.approx(1 - CAUTIOUS["2"])
+    for weights in ([1.0, 1.0], [3.0, 1.0]):
+        avg = average_policy(KUHN, [table(CAUTIOUS), table(BLUFFER)], weights)
+        expected = table(average_by_hand([CAUTIOUS, BLUFFER], weights))
+        np.testing.assert_allclose(avg.action_probability_array, expected.action_probability_array, atol=1e-12)
+        got = average_exploitability(OpenSpielConfig(), [
+            lambda qs, bets=bets: [[1 - bets[q.observation.info_state], bets[q.observation.info_state]] for q in qs]
+            for bets in (CAUTIOUS, BLUFFER)], weights)
+        assert got["nash_conv"] == pytest.approx(exploitability.nash_conv(KUHN, expected), abs=1e-12)
+        assert got["exploitability"] == pytest.approx(got["nash_conv"] / 2)
+    plain = {k: (CAUTIOUS[k] + BLUFFER[k]) / 2 for k in CAUTIOUS}  # not the average: pb rows differ
+    assert average_by_hand([CAUTIOUS, BLUFFER], [1, 1])["0pb"] != pytest.approx(plain["0pb"])
+
+
+def test_the_average_plays_like_drawing_one_policy_before_the_game() -> None:
+    """Against a fixed opponent, in either seat, the average's expected return is the weighted mean of
+    the policies' returns (what fictitious play's average stands for)."""
+    from arena.games.openspiel.exact import average_policy
+
+    members, weights = [table(CAUTIOUS), table(BLUFFER), table({k: 0.5 for k in CAUTIOUS})], [0.5, 0.3, 0.2]
+    avg = average_policy(KUHN, members, weights)
+    opponent = table({k: (v + 0.2) / 1.4 for k, v in BLUFFER.items()})
+    for seat in (0, 1):
+        def value(pi):
+            return expected_returns(KUHN, [pi, opponent] if seat == 0 else [opponent, pi])[seat]
+        assert value(avg) == pytest.approx(sum(w * value(m) for w, m in zip(weights, members)), abs=1e-12)
+
+
+def test_average_weights_are_checked_and_an_unreached_state_takes_the_plain_mean() -> None:
+    from arena.games.openspiel.exact import average_policy
+
+    with pytest.raises(ValueError, match="weights must be 2 non-negative numbers"):
+        average_policy(KUHN, [table(CAUTIOUS), table(BLUFFER)], [1.0, -1.0])
+    with pytest.raises(ValueError, match="weights must be 2"):
+        average_policy(KUHN, [table(CAUTIOUS), table(BLUFFER)], [0.0, 0.0])
+    always = {k: 1.0 for k in CAUTIOUS}  # bets first: never reaches 'cpb'
+    avg = average_policy(KUHN, [table(always), table(always | {"0pb": 0.0})], [1.0, 1.0])
+    assert avg.action_probability_array[avg.state_lookup["0pb"]] == pytest.approx([0.5, 0.5])
