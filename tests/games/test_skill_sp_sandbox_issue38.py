@@ -261,3 +261,28 @@ def test_argument_rules_logic(machine, arch, column):
     assert bpf(prog, pair_nr, arch, 1) == allow and bpf(prog, pair_nr, arch, 16) == bpf(prog, pair_nr, arch, 2) == eafnosupport
     for name in ("io_setup", "inotify_init1", "inotify_add_watch", "timer_create", "io_uring_setup"):
         assert bpf(prog, seccomp._DENIED[name][column], arch) == eperm, name
+
+
+# ---------------------------------------------------------------- finding 3: the /tmp inode cap, main thread gone
+# The main thread leaves (pthread_exit): the group leader is a zombie, /proc/PID/root of it cannot be
+# read, and the parent used to treat its /tmp as unknown. A second thread floods /tmp with empty files.
+LEADERLESS_FLOOD = """
+import ctypes, os, threading
+def flood():
+    i = 0
+    while True:
+        os.close(os.open(f"/tmp/{i}", os.O_CREAT | os.O_WRONLY))
+        i += 1
+threading.Thread(target=flood).start()
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_inode_cap_holds_when_the_main_thread_exits(sandbox):
+    r = sandbox.run(LEADERLESS_FLOOD)
+    assert r.status is Status.KILLED and r.limit == "file" and "files in /tmp" in r.reason, r
+    threads = sandbox.run("import ctypes, threading, time\n"
+                          "def spawn():\n    threading.stack_size(32768)\n    ev = threading.Event()\n"
+                          "    while True:\n        threading.Thread(target=ev.wait).start()\n"
+                          "threading.Thread(target=spawn).start()\nctypes.CDLL(None).pthread_exit(None)")  # fmt: skip
+    assert threads.status is Status.KILLED and threads.limit == "processes", threads

@@ -70,9 +70,13 @@ Not defended (limits of the design):
 * kernel memory not charged to RLIMIT_AS: inodes and dentries of empty files in
   ``/tmp`` and threads (kernel stacks; RLIMIT_NPROC does not bind a root caller)
   are bounded only by the parent's polling (every ``POLL_S``, kill past
-  ``tmp_files`` / ``processes``: bubblewrap's tmpfs takes a size but no inode cap;
-  280 000 empty files in 2 CPU seconds took 293 MiB of slab before this), so a
-  burst between two polls gets through; pipe and socket buffers are bounded only by
+  ``tmp_files`` / ``processes``: bubblewrap's tmpfs takes a size but no inode cap
+  (``nr_inodes``); 280 000 empty files in 2 CPU seconds took 293 MiB of slab before
+  this), so a burst between two polls gets through. The code cannot blind the
+  polling: the parent measures ``/tmp`` with ``fstatvfs`` on a descriptor it opened
+  before the code ran, and threads through a ``/proc/PID`` descriptor, so a main
+  thread that leaves (``pthread_exit``, which makes ``/proc/PID/root`` unreadable)
+  changes nothing; pipe and socket buffers are bounded only by
   RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB; TCP, whose buffers
   grow to MiBs, is refused: only AF_UNIX and AF_NETLINK sockets). All are freed with
   the run. A memory cgroup per run would bound them; none is used here;
@@ -93,7 +97,8 @@ RLIMIT_CPU                  busy loops: SIGKILL at ``cpu_s`` (soft = hard; a pid
 RLIMIT_AS                   memory bombs: allocations fail (``MemoryError``) past ``memory_mb``
 RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets SIGXFSZ/EFBIG,
                             all files together past ``tmp_bytes`` get ENOSPC
-inode count (parent polls)  millions of empty files (kernel memory): killed past ``tmp_files``
+inode count (parent polls)  millions of empty files (kernel memory): killed past ``tmp_files`` (a
+                            descriptor of the run's /tmp, taken before the code runs)
 thread count (parent polls) thread floods (kernel stacks): killed past ``processes``
 RLIMIT_NOFILE, RLIMIT_CORE, descriptor exhaustion; core dumps on the host; locked memory and
 RLIMIT_MEMLOCK, _MSGQUEUE   message queues
