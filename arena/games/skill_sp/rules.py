@@ -70,14 +70,21 @@ def safe_value(value: Any) -> Any:
     return value
 
 
+#: What a start that fails on nesting (``RecursionError``, ~1,000 levels) costs, in characters read: the
+#: decoder's descent and unwinding measure as 13,000-18,000 characters of plain decoding (0.1-0.2 ms).
+_NESTING_FAILURE_COST = 20_000
+
+
 def _decode(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, int] | int:
     """``raw_decode`` at ``start``: the value (``_TOO_DEEP`` when nested deeper than MAX_JSON_DEPTH) and its
-    end, or, failing, how far it read."""
+    end, or, failing, how far it read (what it cost, for a failure on nesting)."""
     try:
         value, end = decoder.raw_decode(text, start)
     except json.JSONDecodeError as e:
         return max(e.pos, start + 1)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return start + _NESTING_FAILURE_COST
+    except ValueError:
         return min(len(text), start + 2000)
     return (safe_value(value) if json_depth(value) <= MAX_JSON_DEPTH else _TOO_DEEP), end
 

@@ -106,6 +106,15 @@ Deviations
       untouched game (counted in ``textarena_errors``).
     * TextArena's observations are passed on as they are, quirks included (Kuhn
       poker tells the second player its card twice per round).
+    * Parsers bounded in time (issue 39). SimpleNegotiation's offer pattern
+      backtracks: ``[Offer:`` and 1,600 spaces took 15 s to parse (28 s a step),
+      a MB of dots would take hours. The adapter swaps it (``bridge.bound_parsers``)
+      for ``bridge.LinearOfferPattern``, which finds the same match (span and offer,
+      checked against TextArena's pattern) in linear time; the reply handed to
+      TextArena is unchanged, so its verdicts, state and observations are TextArena's
+      (a replay test against ``ta.make(env_id)``). TicTacToe's and Kuhn poker's own
+      patterns are linear; with this, SPIRAL's three parse any reply up to 1.7 MB in
+      well under a second. Other ids run TextArena's parsers as they are.
 
 Version history
     v0: first release (textarena 0.7.4).

@@ -128,7 +128,7 @@ class LinearOfferPattern:
     """
 
     pattern = NEGOTIATION_OFFER
-    flags = _OFFER_FLAGS
+    flags = _OFFER.flags
 
     def search(self, text: str) -> OfferMatch | None:
         for opening in _OFFER_OPEN.finditer(text):
