@@ -4,6 +4,11 @@ be computed for it exactly (``action_probs``), and it plays by sampling that dis
 * ``random``: uniform over the legal actions (replaces the generic random-text bot here).
 * ``cfr``: the average policy of OpenSpiel's CFR+ solver (``arena/games/openspiel/exact.py``,
   ``CFR_ITERATIONS`` iterations, solved once per game and cached): near Nash in Kuhn and Leduc.
+* ``br:<bot>`` (``br`` alone: ``br:cfr``): OpenSpiel's exact best response to the bot ``<bot>`` of
+  this list (``random`` or ``cfr``) in the other seats (``arena/games/openspiel/exact.py``
+  ``best_response_to_bot``: solved once per game and cached; deterministic). It needs every information
+  state enumerated: on a game with more than ``BR_MAX_STATES`` of them its first move is a one-line
+  ConfigError (exit 2). Playing a seat against it is the sampled form of exploitability descent.
 * ``default``: ``cfr``.
 """
 
@@ -26,6 +31,10 @@ class UniformBot:
         return sample(obs.legal, self.action_probs(obs), rng)
 
 
+#: The largest game (information states) a best-response bot enumerates (as OpenSpielConfig's default).
+BR_MAX_STATES = 20_000
+
+
 class CfrBot(UniformBot):
     """OpenSpiel's CFR+ average policy at the observation's information state."""
 
@@ -39,10 +48,39 @@ class CfrBot(UniformBot):
         return (probs / probs.sum()).tolist() if probs.sum() > 0 else super().action_probs(obs)
 
 
+class BestResponseBot(UniformBot):
+    """OpenSpiel's exact best response to another bot of this game (``br:<bot>``)."""
+
+    def __init__(self, target: str = "cfr"):
+        self.target = target
+
+    def with_arg(self, arg: str) -> BestResponseBot:
+        targets = sorted(k for k in BOTS if k not in ("br", "default"))
+        if arg not in targets:
+            raise ValueError(f"br:{arg}: a best response is to one of this game's bots: "
+                             f"{', '.join(f'br:{t}' for t in targets)}")
+        return BestResponseBot(arg)
+
+    def action_probs(self, obs: OpenSpielObservation) -> list[float]:
+        from arena.core.errors import ConfigError
+        from arena.games.openspiel.exact import TooLarge, best_response_to_bot
+
+        if not obs.legal:
+            return []
+        try:
+            table = best_response_to_bot(obs.game, self.target, BR_MAX_STATES)
+        except TooLarge:
+            raise ConfigError(f"scripted:br:{self.target}: {obs.game} has more than {BR_MAX_STATES} information "
+                              "states; an exact best response enumerates them all, so the br bots are for small games "
+                              "such as kuhn_poker and leduc_poker") from None
+        row = table.policy_for_key(obs.info_state)
+        return [float(row[a]) for a in obs.legal_ids]
+
+
 def sample(names: Sequence[str], probs: Sequence[float], rng: np.random.Generator) -> str:
     if not names:
         return "pass"  # not this seat's turn: any text (the game never asks)
     return names[int(rng.choice(len(names), p=np.asarray(probs) / np.sum(probs)))]
 
 
-BOTS = {"random": UniformBot(), "cfr": CfrBot(), "default": CfrBot()}
+BOTS = {"random": UniformBot(), "cfr": CfrBot(), "br": BestResponseBot(), "default": CfrBot()}

@@ -260,3 +260,43 @@ def average_exploitability(config: Any, action_probs: Any, weights: Any = None) 
     game = config.load()
     tables = [tabular_policy(config, probs) for probs in action_probs]
     return exploitability_of(game, average_policy(game, tables, weights))
+
+
+# ------------------------------------------------------------------ exact best responses
+def best_response_table(game: Any, policy: Any) -> Any:
+    """A ``TabularPolicy`` that plays, at every information state of every player ``p``, OpenSpiel's exact
+    best response of ``p`` to ``policy`` in the other seats (``best_response.BestResponsePolicy``: the
+    action of highest value against ``policy``, given the opponents' reach; one-hot)."""
+    from open_spiel.python import policy as os_policy
+    from open_spiel.python.algorithms.best_response import BestResponsePolicy
+
+    responders = [BestResponsePolicy(game, p, policy) for p in range(game.num_players())]
+    table = os_policy.TabularPolicy(game)
+    table.action_probability_array[:] = 0.0
+    for row, state in enumerate(table.states):
+        player = state.current_player()
+        table.action_probability_array[row, responders[player].best_response_action(state.information_state_string(player)
+                                       if game.get_type().provides_information_state_string
+                                       else state.observation_string(player))] = 1.0
+    return table
+
+
+@lru_cache(maxsize=16)
+def best_response_to_bot(game_string: str, target: str, max_states: int) -> Any:
+    """:func:`best_response_table` to the OpenSpiel bot ``target`` (arena/games/openspiel/bots.py), cached;
+    :class:`TooLarge` (one line) for a game with more than ``max_states`` information states."""
+    import pyspiel
+    from open_spiel.python import policy as os_policy
+
+    from arena.games.openspiel.bots import BOTS
+    from arena.games.openspiel.env import observe
+
+    game = pyspiel.load_game(game_string)
+    count_info_states(game, max_states)
+    name = game.get_type().short_name
+    table = os_policy.TabularPolicy(game)
+    for row, state in enumerate(table.states):
+        obs = observe(name, state, state.current_player())
+        table.action_probability_array[row] = 0.0
+        table.action_probability_array[row, list(obs.legal_ids)] = BOTS[target].action_probs(obs)
+    return best_response_table(game, table)
