@@ -63,3 +63,44 @@ def test_the_cli_exits_2_with_one_line(tmp_path: Path) -> None:
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=os.environ | {"OMP_NUM_THREADS": "1"})
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "tic_tac_toe() has more than 20000 information states" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer model with SmolLM2's tokenizer (as tests/test_league.py's tiny_model)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from arena.core.models import resolve_model
+
+    source = resolve_model("smollm2-135m")
+    cfg = AutoConfig.from_pretrained(source)
+    cfg.update({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 8})
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny") / "model"
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
+def test_tiny_model_player_is_scored_by_its_exact_action_probabilities(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A model player's table is its teacher-forced action distribution at its sampling temperature."""
+    from arena.games.openspiel.exact import tabular_policy
+    from arena.loop.config import load_config
+    from arena.loop.exact import model_action_probs
+    from arena.policies.base import SamplingParams
+    from arena.policies.hf import HFPolicy
+
+    out = tmp_path / "t.json"
+    sets = ["--set", "policies.learner.sampling.temperature=0.5"]
+    assert main([KUHN, "--exact", "--players", "scripted:random", f"tiny={tiny_model_dir}", "--json", str(out), *sets]) == 0
+    data = json.loads(out.read_text())
+    cfg = load_config(KUHN, ["policies.learner.sampling.temperature=0.5"])
+    policy = HFPolicy(str(tiny_model_dir), dtype="float32")
+    params = SamplingParams(temperature=0.5, max_new_tokens=6)
+    model_table = tabular_policy(cfg.game.settings, lambda qs: [model_action_probs(policy, q, params) for q in qs])
+    game = pyspiel.load_game("kuhn_poker")
+    returns, results = head_to_head(game, [os_policy.UniformRandomPolicy(game), model_table])
+    assert data["returns"][1][0] == pytest.approx(returns[1, 0], abs=1e-6)
+    assert data["payoff"][1][0] == pytest.approx(results[1, 0], abs=1e-6)
