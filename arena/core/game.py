@@ -48,7 +48,8 @@ A game writes only its rules; this class wires them into PettingZoo:
   serves the whole run; envs read a frozen :meth:`GameState.snapshot` bound
   with :meth:`bind_state`, so seeded replay stays exact.
 
-Subclasses implement :meth:`setup`, :meth:`observe_seat`, :meth:`render_messages`,
+The author's side (the rules API, the optional hooks and the class attributes) is
+:class:`arena.core.game_hooks.GameRules`, which ``LLMGame`` extends. Subclasses implement :meth:`setup`, :meth:`observe_seat`, :meth:`render_messages`,
 :meth:`parse` and :meth:`close_phase`; optionally :meth:`role` (default: the
 ``seat_roles`` set in ``setup``), :meth:`group_keys`, :meth:`action_examples`,
 :meth:`episode_metrics`, :meth:`outcome_scores`. Class attributes declare what
@@ -63,58 +64,32 @@ Build order: ``__init__`` validates the config, then calls :meth:`seat_names` an
 from __future__ import annotations
 
 import warnings
-from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from pettingzoo import AECEnv
 from pydantic import BaseModel
 
+from arena.core.game_hooks import CfgT, GameRules, ObsT
 from arena.core.game_types import (
     ActionProbs, ActionQuery, GameConfig, GameState, Invalid, InvalidOutputConfig, NoOptions, Phase,
 )
-from arena.core.messages import CompletionSpace, Message, MessageSpace, random_fields
-from arena.core.types import ChatMessage, Episode, SeatOutcome, Turn, safe_text
+from arena.core.messages import CompletionSpace, MessageSpace
+from arena.core.types import ChatMessage, Episode, Turn, safe_text
 
 __all__ = [
     "ActionProbs", "ActionQuery", "GameConfig", "GameState", "Invalid", "InvalidOutputConfig", "LLMGame", "NoOptions",
     "Phase",
 ]
 
-ObsT = TypeVar("ObsT", bound=Message)
-CfgT = TypeVar("CfgT", bound=BaseModel)
 T = TypeVar("T")
 
 
-class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
-    """Base class of text games; see the module docstring for the contract."""
-
-    metadata: ClassVar[dict[str, Any]] = {"name": "llm_game_v0", "render_modes": ["ansi", "human"]}
-    config_type: ClassVar[type[BaseModel]]
-    #: Scripted bots of this game: a dict name -> bot, or ``module:attribute`` naming one (optional).
-    scripted_bots: ClassVar[Any] = ""
-    observation_type: ClassVar[type[Message]]
-    #: Validates ``reset(options=...)``; the parsed model reaches :meth:`setup`.
-    options_type: ClassVar[type[BaseModel]] = NoOptions
-    #: Every phase name the game can open (configs naming others are rejected).
-    phases: ClassVar[tuple[str, ...]] = ()
-    #: Every role a seat can have, where the game knows them up front.
-    roles: ClassVar[tuple[str, ...]] = ()
-    #: Episode metrics shown in the progress bar and the summary line.
-    headline_metrics: ClassVar[tuple[str, ...]] = ()
-    #: Plot panels: (title, metric keys as logged, e.g. 'game/x' or 'reward/role').
-    plot_panels: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
-    #: Cross-episode state (optional).
-    state_type: ClassVar[type[GameState] | None] = None
-    #: Opt-in check of the kit: True if each episode's totals sum to 0, or the phases
-    #: whose rewards sum to 0 (in ``na`` invalid mode).
-    zero_sum: ClassVar[bool | tuple[str, ...]] = False
-    #: The game's default training section ({"learner": {...}, "train": {...}}), under
-    #: whatever the YAML sets. Without estimators there, every declared phase gets GRPO
-    #: with one group per (phase, role) over the step, so a new game trains with no
-    #: learner keys.
-    training_defaults: ClassVar[dict[str, Any]] = {}
+class LLMGame(GameRules[ObsT, CfgT], AECEnv):
+    """Base class of text games; see the module docstring for the contract. What a game writes (the rules
+    and the optional hooks, with the class attributes it declares) is :class:`~arena.core.game_hooks.GameRules`;
+    this class is the engine that runs them as a PettingZoo AEC environment."""
 
     def __init__(self, config: CfgT | None = None, render_mode: str | None = None, **overrides: Any):
         super().__init__()
@@ -149,102 +124,6 @@ class LLMGame(AECEnv, Generic[ObsT, CfgT], metaclass=ABCMeta):
                 "the game is being built (in __init__, before any reset), so it may read self.config but not what "
                 "setup() sets; return examples that do not depend on the episode"
             ) from e
-
-    # ------------------------------------------------------------ shared state
-    def make_state(self) -> GameState | None:
-        """A fresh cross-episode state for a run of this configuration, if the game has one."""
-        return None if self.state_type is None else self.state_type(self.config)  # type: ignore[call-arg]
-
-    def bind_state(self, snapshot: Any) -> None:
-        """Give the env the frozen state snapshot later episodes read (``self.shared``)."""
-        self.shared = snapshot
-
-    # ------------------------------------------------------------------ rules API
-    @abstractmethod
-    def seat_names(self) -> Sequence[str]:
-        """All seats this configuration can ever have (PettingZoo's possible_agents)."""
-
-    @abstractmethod
-    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
-        """Start a new episode with ``rng`` and validated ``options``; return the first phase."""
-
-    def role(self, seat: str) -> str:
-        """The seat's role this episode: ``seat_roles`` set in ``setup``, else 'player'."""
-        return self.seat_roles.get(seat, "player")
-
-    @abstractmethod
-    def observe_seat(self, seat: str) -> ObsT:
-        """What ``seat`` sees now, as a typed message."""
-
-    @abstractmethod
-    def render_messages(self, observation: ObsT) -> list[ChatMessage]:
-        """Render an observation to the chat prompt a model sees (pure)."""
-
-    @abstractmethod
-    def parse(self, seat: str, text: str) -> Any:
-        """Parse completion text into the game's action, or :class:`Invalid`. Never raises."""
-
-    @abstractmethod
-    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
-        """Apply the rules to the phase's final actions (``Invalid`` for abstentions).
-
-        Call :meth:`credit` for rewards. Return the next phase, or None to end.
-        """
-
-    def group_keys(self, seat: str, phase: str) -> dict[str, str]:
-        """Keys advantage estimators group this seat's turn by."""
-        return {"episode": self.episode_id, "phase": phase, "role": self.role(seat)}
-
-    def action_examples(self, seat: str) -> Sequence[str]:
-        """Well-formed completions for random play (conformance tests).
-
-        Called once per seat while the game is built, before any reset: use
-        ``self.config`` only, never episode state set in :meth:`setup`."""
-        return ()
-
-    def probe_prompts(self, seat: str) -> dict[str, list[ChatMessage]]:
-        """Other prompts for the completion ``seat`` is about to write (e.g. with all skills, with none).
-
-        They cost forward passes in the learner, never rollouts; objective terms name
-        them (``jsd_distill``'s ``probe``). Default: none.
-        """
-        return {}
-
-    def sample_observation(self, rng: np.random.Generator) -> ObsT:
-        """A valid random observation; override when fields have constraints."""
-        return self.observation_type.model_validate(random_fields(self.observation_type, rng))  # type: ignore[return-value]
-
-    def episode_metrics(self) -> dict[str, float]:
-        """Numbers about the finished (or partial) episode, logged as ``game/<key>`` and averaged over a step."""
-        return {}
-
-    def step_metrics(self, episodes: Sequence[Episode]) -> dict[str, float]:
-        """Metrics over a whole step's episodes (e.g. diversity across games), logged as ``game/<key>``."""
-        return {}
-
-    def policy_metrics(self, action_probs: ActionProbs) -> dict[str, float] | None:
-        """Metrics computed exactly from the seats' action probabilities rather than by playing
-        (OpenSpiel games: exploitability). ``action_probs`` answers batches of
-        :class:`~arena.core.game_types.ActionQuery`. ``None``: the game has none (the default);
-        a game that has them but cannot compute them here raises ``ValueError`` with one line."""
-        return None
-
-    def outcome_scores(self) -> dict[str, float]:
-        """Each seat's score for :meth:`outcome`; default: its total reward."""
-        return {s: sum(t.reward for t in self.turns if t.seat == s) for s in self.possible_agents}
-
-    def outcome(self) -> dict[str, SeatOutcome]:
-        """Score and rank per seat (rank 1 is best; equal scores share the best rank)."""
-        scores = self.outcome_scores()
-        ordered = sorted(scores.values(), reverse=True)
-        return {s: SeatOutcome(score=v, rank=ordered.index(v) + 1) for s, v in scores.items()}
-
-    def episode_info(self) -> dict[str, str | int | float | bool | None]:
-        return {}
-
-    def action_text(self, action: Any) -> str | None:
-        """Canonical text of a parsed action, stored in the turn record."""
-        return None if action is None else str(action)
 
     # ------------------------------------------------------------- PettingZoo API
     def observation_space(self, agent: str) -> MessageSpace:
