@@ -274,13 +274,18 @@ def test_every_decoded_json_value_is_cleaned() -> None:
 
 
 def test_a_skill_sp_reply_with_a_lone_surrogate_in_every_field_gives_a_writable_episode(tmp_path: Any) -> None:
+    """Exploration: the task (with its U+FFFD) reaches the probes and the solvers, whose answer "\\udfff" is
+    the contract's once both are cleaned; skill stream: the skill's validators reject the contract."""
     env = game_class("skill_sp")(probes=1, solvers=1)
     for stream in ("exploration", "skill"):
         env.reset(seed=0, options={"stream": stream})
         for agent in env.agent_iter(max_iter=50):
             _, _, term, trunc, _ = env.last()
-            reply = _SURROGATE_PROPOSAL if agent == "proposer" else WORST["surrogate_answer"]
+            reply = _SURROGATE_PROPOSAL if agent == "proposer" else '"\\udfff"'
             env.step(None if term or trunc else reply)
         ep = env.episode()
         assert ep.info["parsed"]
+        if stream == "exploration":
+            assert [t.phase for t in ep.turns] == ["propose", "probe", "solve"], ep.info["reason"]
+            assert "What is 6 * 7?\ufffd" in ep.turns[-1].messages[-1]["content"]
         _writes_and_reads_back(ep, tmp_path)
