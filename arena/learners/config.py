@@ -40,7 +40,7 @@ class Registered(BaseModel):
     name; the options are validated by the entry's own options model.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @staticmethod
     def lookup(name: str) -> Any:
@@ -66,7 +66,7 @@ class Registered(BaseModel):
 class EstimatorConfig(Registered):
     """How one phase's trainable turns become advantages."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field(description="Registered estimator: grpo, dr_grpo, rae, lsp_solver, lsp_challenger, ...")
     group_by: list[str] = Field(
@@ -100,7 +100,7 @@ class EstimatorConfig(Registered):
 class ObjectiveConfig(Registered):
     """An extra loss term (e.g. AUSO's jsd_distill)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field(description="Registered objective term, e.g. jsd_distill.")
     coef: float | None = Field(
@@ -119,7 +119,7 @@ class ObjectiveConfig(Registered):
 class DeepSpeedConfig(BaseModel):
     """Settings for ``learner.backend: deepspeed``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     zero_stage: int = Field(default=0, ge=0, le=3, description="ZeRO stage 0-3.")
     bf16: bool = Field(default=False, description="bf16 training with fp32 master weights.")
@@ -130,7 +130,7 @@ class ImportanceConfig(BaseModel):
     (arena/learners/losses.py::importance_weights): needed with async rollouts (train.async), where samples come from
     older weights, and useful where the generator's numerics differ from the learner's."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: Literal["none", "tis", "mis"] = Field(
         default="none", description="none: no correction (the papers' on-policy loss); tis: truncate each token's "
@@ -142,7 +142,7 @@ class ImportanceConfig(BaseModel):
 class LearnerConfig(BaseModel):
     """The policy update."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     backend: Literal["torch", "deepspeed"] = Field(default="torch", description="torch optimizer or a DeepSpeed engine.")
     device: str = Field(default="cpu", description="Device of the learner's weights (cuda on GPU machines).")
