@@ -43,3 +43,18 @@ def test_pack_by_prefix_keeps_prefix_groups_together_within_the_budget() -> None
     assert sorted([i for g in shared for i in g] + rest) == list(range(8))
     assert all(len(g) <= 2 for g in shared) and all(len({prompts[i][0] for i in g}) == 1 for g in shared)
     assert pack_by_prefix(prompts, comps, 10_000, min_saved=100) == ([], sorted(range(8), key=lambda i: prompts[i]))
+
+
+def test_a_row_dearer_together_than_alone_starts_its_own_micro_batch() -> None:
+    head = [1, 2, 3, 4, 5, 6, 7]
+    prompts = [head + [10], head + [11], head + [12], head + [99] + [50] * 49]  # the last: 49 more tokens
+    comps = [1, 1, 1, 1]
+    # Together: 7 + 4 * (57 - 7 + 1) = 211 against 7 + 3 * 2 = 13, a rise of 198 > 58, its cost alone.
+    assert pack_by_prefix(prompts, comps, 10_000) == ([[0, 1, 2]], [3])
+    # 4 more tokens still cost more together: 7 + 4 * (12 - 7 + 1) = 31, a rise of 18 > 13 alone.
+    prompts[3] = head + [99] + [50] * 4
+    assert pack_by_prefix(prompts, comps, 10_000) == ([[0, 1, 2]], [3])
+    prompts[3] = head + [99]  # the same width: a rise of 2 <= 9
+    assert pack_by_prefix(prompts, comps, 10_000) == ([[0, 1, 2, 3]], [])
+    # Shorter completions of one prompt come after longer ones.
+    assert pack_by_prefix([head + [8]] * 3, [1, 3, 2], 10_000) == ([[1, 2, 0]], [])
