@@ -289,3 +289,13 @@ def test_a_skill_sp_reply_with_a_lone_surrogate_in_every_field_gives_a_writable_
             assert [t.phase for t in ep.turns] == ["propose", "probe", "solve"], ep.info["reason"]
             assert "What is 6 * 7?\ufffd" in ep.turns[-1].messages[-1]["content"]
         _writes_and_reads_back(ep, tmp_path)
+
+
+def test_a_skill_sp_observation_holds_no_lone_surrogate() -> None:
+    """A skill the evolving model wrote decodes YAML and JSON escapes: its text is cleaned on the way into a prompt."""
+    from arena.games.skill_sp.types import SkillSpObservation
+
+    obs = SkillSpObservation(role="proposer", description="a\ud800", rules="\udfff", hints="h", example_task="t\udc00",
+                             tools=("x\ud800",), task="q\udbff")
+    assert not _lone_surrogates(obs.model_dump())
+    assert obs.description == "a\ufffd" and obs.tools == ("x\ufffd",)

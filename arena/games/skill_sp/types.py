@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arena.core.game import GameConfig
 from arena.core.messages import Message
+from arena.core.types import safe_text
 from arena.games.skill_sp.controller import ControllerConfig
 from arena.games.skill_sp.evolve import EvolutionConfig
 from arena.games.skill_sp.sandbox import Limits
@@ -102,3 +103,10 @@ class SkillSpObservation(Message):
     kind: Literal["tool_use", "logic", ""] = ""
     tools: tuple[str, ...] = ()
     task: str = ""
+
+    @field_validator("skill", "description", "rules", "hints", "example_task", "example_contract", "task", "tools")
+    @classmethod
+    def _clean(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        # A skill the evolving model wrote (its YAML and JSON escapes decoded) may hold lone surrogates;
+        # the prompt made of this observation must stay writable (issue 39).
+        return safe_text(value) if isinstance(value, str) else tuple(safe_text(v) for v in value)
