@@ -243,9 +243,9 @@ def test_a_spy_episode_shows_the_masked_view_votes_and_rewards(browser: Any, scr
     from selenium.webdriver.common.by import By
 
     run, server = scripted_site
-    row, ep = RunStore(run).episode("step_000001/0")  # type: ignore[misc]
+    row, ep = RunStore(run).episode("episodes/step_000001.jsonl.gz/0")  # type: ignore[misc]
     spy = ep["info"]["spy"]
-    browser.get(server.url + "/episode/step_000001/0")
+    browser.get(server.url + "/episode/episodes/step_000001.jsonl.gz/0")
     view = browser.find_element(By.ID, f"view-{spy}")
     marks = view.find_elements(By.CSS_SELECTOR, "mark.masked")
     assert len(marks) == 1 and set(marks[0].text.replace(" ", "")) == {"*"}
@@ -267,7 +267,7 @@ def test_model_text_is_shown_as_text_and_runs_nothing(browser: Any, scripted_sit
     from selenium.webdriver.common.by import By
 
     run, server = scripted_site
-    browser.get(server.url + "/episode/step_000003/0")
+    browser.get(server.url + "/episode/episodes/step_000003.jsonl.gz/0")
     time.sleep(0.5)
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert  # noqa: B018 - the property raises when no alert is open
@@ -480,6 +480,7 @@ def test_token_colours_and_auso_weights_render_escaped(tmp_path: Path) -> None:
             return [{5: "<b>", 6: "hi"}[i[0]] for i in ids]
 
     EpisodeLog(tmp_path, 1.0, Tok(), "me").write(1, [ep], [s])
-    html = TestClient(create_app(tmp_path), base_url="http://127.0.0.1").get("/episode/step_000001/0").text
+    c = TestClient(create_app(tmp_path), base_url="http://127.0.0.1")
+    html = c.get("/episode/episodes/step_000001.jsonl.gz/0").text
     assert 'title="logprob -0.500 · weight 0.200">&lt;b&gt;</span>' in html and "<b>hi" not in html
     assert 'value="w"' in html and "advantage: <b>0.500</b>" in html

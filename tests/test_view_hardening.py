@@ -84,7 +84,8 @@ def test_dns_rebinding_gets_nothing_and_origin_is_checked_against_the_allowed_ho
     try:
         # The rebinding page's requests carry its own name as Host, with a matching Origin: refused.
         evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
-        for path in ("/", "/curves", "/api/metrics", "/play", "/static/charts.js", "/episode/step_000001/0"):
+        for path in ("/", "/curves", "/api/metrics", "/play", "/static/charts.js",
+                     "/episode/episodes/step_000001.jsonl.gz/0"):
             status, headers, _ = request(port, "GET", path, evil)
             assert status == 400 and HEADERS <= set(headers), path
         assert request(port, "POST", "/play", evil, FORM)[0] == 400 and not host.sessions
@@ -133,7 +134,8 @@ def test_allow_host_adds_a_name_and_a_tunnel_port(run: Path, tmp_path: Path) -> 
 # ---------------------------------------------------------------- security headers and CSP
 def test_every_response_carries_the_security_headers_and_pages_have_nothing_inline(run: Path) -> None:
     c = client(run)
-    for path in ("/", "/episode/step_000001/0", "/curves", "/tournaments", "/play", "/static/style.css",
+    for path in ("/", "/episode/episodes/step_000001.jsonl.gz/0", "/curves", "/tournaments", "/play",
+                 "/static/style.css",
                  "/api/metrics", "/nope", "/episode/nope/0"):
         r = c.get(path)
         assert HEADERS <= set(r.headers), path
@@ -156,7 +158,7 @@ def test_pages_work_under_the_csp_in_a_browser(browser: Any, scripted_site: tupl
 
     _, server = scripted_site
     browser.get_log("browser")  # drop what earlier tests left
-    for path in ("/", "/episode/step_000001/0", "/curves", "/tournaments", "/play"):
+    for path in ("/", "/episode/episodes/step_000001.jsonl.gz/0", "/curves", "/tournaments", "/play"):
         browser.get(server.url + path)
         time.sleep(0.3)
     browser.get(server.url + "/tournaments")
@@ -222,7 +224,7 @@ def test_files_outside_the_run_folder_are_not_read(tmp_path: Path) -> None:
     run = tmp_path / "run"
     write_gz(run / "episodes" / "step_000001.jsonl.gz", line(ep("mine")))
     (run / "episodes" / "step_000002.jsonl.gz").symlink_to(write_gz(outside / "s.jsonl.gz", line(ep("SECRET-GZ"))))
-    (run / "episodes" / "step_000003.jsonl.gz").symlink_to(run / "episodes" / "step_000001.jsonl.gz")  # inside: read
+    (run / "episodes" / "step_000003.jsonl.gz").symlink_to(run / "episodes" / "step_000001.jsonl.gz")  # inside: no
     (run / "evals").mkdir()
     (run / "evals" / "x").symlink_to(outside, target_is_directory=True)  # a linked folder leads outside too
     (outside / "step_000001.jsonl").write_bytes(line(ep("SECRET-EVAL")))
@@ -231,11 +233,12 @@ def test_files_outside_the_run_folder_are_not_read(tmp_path: Path) -> None:
     c = client(run)
     page = c.get("/")
     assert page.status_code == 200 and "SECRET" not in page.text
-    assert [r.episode_id for r in c.app.state.store.rows()] == ["mine", "mine"]
-    assert page.text.count("leads outside the run folder") == 2
-    assert c.get("/episode/step_000002/0").status_code == 404
-    assert "SECRET" not in c.get("/tournaments").text and "leads outside the run folder" in c.get("/tournaments").text
-    assert c.get("/api/metrics").json() == {"rows": [], "next": 0, "skipped": 0}
+    assert [r.episode_id for r in c.app.state.store.rows()] == ["mine"]  # no link is followed, in or out (#38)
+    assert page.text.count("is a link (links are not followed)") == 2
+    assert "evals/x is a link or not a folder" in page.text
+    assert c.get("/episode/episodes/step_000002.jsonl.gz/0").status_code == 404
+    assert "SECRET" not in c.get("/tournaments").text and "t.json is a link" in c.get("/tournaments").text
+    assert c.get("/api/metrics").json() == {"rows": [], "next": 0, "skipped": 0, "more": False}
     # runner.episodes_jsonl of config.json, absolute or ../: not read either.
     for log in (str(secret), "../outside/secret.jsonl"):
         other = tmp_path / f"run-{len(log)}"
@@ -263,8 +266,8 @@ def test_bad_lines_and_files_are_skipped_counted_and_shown(tmp_path: Path) -> No
     assert [r.episode_id for r in rows] == ["a", "b"]  # the bad lines between them did not drop "b"
     assert skips.lines == len(bad) and not skips.files
     assert f"{len(bad)} lines skipped" in r.text and 'id="skipped"' in r.text
-    assert "b" in c.get("/episode/step_000001/1").text  # keys count the episodes read, as the list links them
-    assert c.get("/episode/step_000001/2").status_code == 404
+    assert "b" in c.get("/episode/episodes/step_000001.jsonl.gz/1").text  # keys count the episodes read (as linked)
+    assert c.get("/episode/episodes/step_000001.jsonl.gz/2").status_code == 404
     # A gzip stream cut short, and one corrupted in its middle: what decoded before the error is kept.
     many = b"".join(line(ep(f"c{i}", info={"pad": os.urandom(300).hex()})) for i in range(200))
     whole = gzip.compress(many)
@@ -283,19 +286,19 @@ def test_bad_lines_and_files_are_skipped_counted_and_shown(tmp_path: Path) -> No
     assert any("step_000002" in k and "unreadable after" in v for k, v in by_file.items())
     assert any("step_000003" in k and "unreadable after" in v for k, v in by_file.items())
     assert any("step_000004" in k for k in by_file) and not any("step_000001" in k for k in by_file)
-    assert any("step_000007" in k and "cannot stat" in v for k, v in by_file.items())
-    n2 = sum(1 for r in rows if r.key.startswith("step_000002/"))
-    n3 = sum(1 for r in rows if r.key.startswith("step_000003/"))
-    n5 = sum(1 for r in rows if r.key.startswith("step_000005/"))
+    assert any("step_000007" in k and "is a link" in v for k, v in by_file.items())
+    n2 = sum(1 for r in rows if r.key.startswith("episodes/step_000002.jsonl.gz/"))
+    n3 = sum(1 for r in rows if r.key.startswith("episodes/step_000003.jsonl.gz/"))
+    n5 = sum(1 for r in rows if r.key.startswith("episodes/step_000005.jsonl.gz/"))
     assert 50 < n2 < 200 and 20 < n3 < 200 and n5 == 200, (n2, n3, n5)
-    assert c.get(f"/episode/step_000002/{n2 - 1}").status_code == 200
-    assert c.get(f"/episode/step_000002/{n2}").status_code == 404
+    assert c.get(f"/episode/episodes/step_000002.jsonl.gz/{n2 - 1}").status_code == 200
+    assert c.get(f"/episode/episodes/step_000002.jsonl.gz/{n2}").status_code == 404
     # An episode whose turns are of odd shapes is shown, or refused with 422: never a 500.
     write_gz(run / "episodes" / "step_000006.jsonl.gz",
              line(ep("weird", turns=[1, "x", {"seat": [1], "messages": "m", "tokens": 5, "logprobs": "y"}],
                      outcome=[], rewards={"p0": "x"}, info={"k": [[[]]]})))
     assert c.get("/").status_code == 200
-    assert c.get("/episode/step_000006/0").status_code in (200, 422)
+    assert c.get("/episode/episodes/step_000006.jsonl.gz/0").status_code in (200, 422)
     # A tournament file nested too deep: shown as an error, the page stays.
     (run / "deep.json").write_bytes(deep_list)
     (run / "odd.json").write_text(json.dumps({"ratings": {"a": [1, {"b": None}]}, "payoff": [[{"x": 1}]]}))
@@ -309,9 +312,10 @@ def test_long_lines_are_skipped_and_reading_goes_on(tmp_path: Path) -> None:
     skips = Skips()
     assert [e["episode_id"] for e in json_lines(path, tmp_path, skips, max_line=1000)] == ["a", "b", "c"]
     assert skips.lines == 1 and not skips.files
-    skips = Skips()  # and a decompressed-size cap stops a gzip file, saying so
+    skips = Skips()  # and a decompressed-size cap refuses a gzip file whole, saying so
     gz = write_gz(tmp_path / "y.jsonl.gz", line(ep("a")) * 100)
-    assert len(list(json_lines(gz, tmp_path, skips, max_decompressed=1000))) < 100 and "stopped after" in str(skips.files)
+    assert len(list(json_lines(gz, tmp_path, skips, max_decompressed=1000))) < 100
+    assert skips.files == {str(gz): "decompresses to more than 1000 bytes: not read"} and skips.refused == {str(gz)}
 
 
 def test_metrics_with_nan_and_bad_bytes_serve_valid_json(tmp_path: Path) -> None:
@@ -334,7 +338,7 @@ def test_metrics_with_nan_and_bad_bytes_serve_valid_json(tmp_path: Path) -> None
                             {"step": 4, "loss": 0.25}]
     assert data["next"] == 6 and data["skipped"] == 3
     assert client(tmp_path).get("/api/metrics?since=5").json() == {"rows": [{"step": 4, "loss": 0.25}], "next": 6,
-                                                                   "skipped": 0}
+                                                                   "skipped": 0, "more": False}
 
 
 # ---------------------------------------------------------------- odd numbers: 404
@@ -342,7 +346,8 @@ def test_odd_numbers_give_404_not_500(run: Path) -> None:
     c = client(run)
     huge = "9" * 5000
     for path in (f"/?page={huge}", "/?page=²", "/?page=-1", "/?per_page=²", f"/?per_page={huge}",
-                 "/episode/step_000001/²", f"/episode/step_000001/{huge}", "/episode/step_000001/٣",
+                 "/episode/episodes/step_000001.jsonl.gz/²", f"/episode/episodes/step_000001.jsonl.gz/{huge}",
+                 "/episode/episodes/step_000001.jsonl.gz/٣",
                  "/api/metrics?since=²", f"/api/metrics?since={huge}", "/play/²", "/api/play/²"):
         assert c.get(path).status_code == 404, path
     assert c.get("/?page=1").status_code == 200 and c.get("/?page=99").status_code == 200  # past the end: the last
@@ -390,15 +395,17 @@ def test_a_hostile_folder_neither_hangs_nor_grows_the_real_server(tmp_path: Path
         t0 = time.time()
         with ThreadPoolExecutor(6) as pool:  # several clients at once: none waits on the FIFO
             futures = [pool.submit(request, port, "GET", p, host)
-                       for p in ("/", "/", "/api/metrics", "/tournaments", "/episode/step_000003/0", "/curves")]
+                       for p in ("/", "/", "/api/metrics", "/tournaments", "/episode/episodes/step_000003.jsonl.gz/0",
+                                 "/curves")]
             results = [f.result(timeout=60) for f in futures]
         assert time.time() - t0 < 60
         listing = results[0]
         assert [s for s, _, _ in results] == [200, 200, 200, 200, 404, 200]
         assert "not a regular file" in listing[2] and "3 of 3 episodes" in listing[2], listing[2][-3000:]
-        assert "leads outside the run folder" in listing[2]  # /dev/zero
-        assert "2 lines skipped" in listing[2]  # the bomb's one 300 MB line, and the 40 MB one
-        assert json.loads(results[2][2]) == {"rows": [], "next": 0, "skipped": 0}
+        assert "step_000002.jsonl.gz is a link" in listing[2]  # /dev/zero
+        assert "decompresses to more than 64 MiB: not read" in listing[2]  # the 300 MB bomb, refused whole (#38)
+        assert "1 line skipped" in listing[2]  # the 40 MB line
+        assert json.loads(results[2][2]) == {"rows": [], "next": 0, "skipped": 0, "more": False}
         for _ in range(3):  # the files do not change: served from the cache, quickly
             assert request(port, "GET", "/", host)[0] == 200
         grown = _vm(proc.pid, "VmHWM") - base
@@ -459,7 +466,7 @@ def test_a_played_game_is_never_written_through_a_link_or_to_a_fifo(run: Path, t
         (play / "episodes.jsonl").unlink()
         sid = c.post("/play", content=FORM, headers=own, follow_redirects=False).headers["location"].rsplit("/", 1)[1]
         session = _play_through(c, sid)  # a plain folder: saved, and listed under the key the page links
-        assert session.status == "done" and session.episode_key == "play/0"
-        assert c.get("/episode/play/0").status_code == 200
+        assert session.status == "done" and session.episode_key == "play/episodes.jsonl/0"
+        assert c.get("/episode/play/episodes.jsonl/0").status_code == 200
     finally:
         (play / "episodes.jsonl").unlink(missing_ok=True)

@@ -21,10 +21,10 @@ def test_store_reads_a_run_in_progress(tmp_path: Path) -> None:
     assert all(r.outcome.startswith("won: ") for r in rows)
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"step": 3, "lo')  # a line still being written is not read yet
-    metrics, count, skipped = store.metrics()
-    assert [m["step"] for m in metrics] == [1, 2] and count == 2 and skipped == 0
-    assert store.episode("step_000002/1")[1]["episode_id"] == rows[3].episode_id
-    assert store.episode("nope/0") is None and store.episode("step_000001/x") is None
+    metrics, count, skipped, more = store.metrics()
+    assert [m["step"] for m in metrics] == [1, 2] and count == 2 and skipped == 0 and not more
+    assert store.episode("episodes/step_000002.jsonl.gz/1")[1]["episode_id"] == rows[3].episode_id
+    assert store.episode("nope/0") is None and store.episode("episodes/step_000001.jsonl.gz/x") is None
 
 
 def test_store_lists_the_evaluation_games_apart_from_training(tmp_path: Path) -> None:
@@ -41,8 +41,8 @@ def test_store_lists_the_evaluation_games_apart_from_training(tmp_path: Path) ->
     rows = store.rows()
     assert [(r.step, r.source) for r in rows] == [(1, "train")] * 2 + [(2, "train")] * 2 + [(2, "eval:wide")] * 3
     evals = rows[4:]
-    assert [r.key for r in evals] == [f"eval-wide-step_000002/{i}" for i in range(3)]
+    assert [r.key for r in evals] == [f"evals/wide/step_000002.jsonl.gz/{i}" for i in range(3)]
     assert [r.seed for r in evals] == [9_000, 9_001, 9_002]
-    row, ep = store.episode("eval-wide-step_000002/2")  # type: ignore[misc]
+    row, ep = store.episode("evals/wide/step_000002.jsonl.gz/2")  # type: ignore[misc]
     assert row.source == "eval:wide" and ep["seed"] == 9_002 and row.episode_id == held_out[2].episode_id
-    assert store.episode("step_000002/1")[1]["seed"] == 201  # training's step 2 keeps its own keys
+    assert store.episode("episodes/step_000002.jsonl.gz/1")[1]["seed"] == 201  # training's step 2 keeps its own keys

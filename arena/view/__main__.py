@@ -30,9 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_server(run_dir: Path, host: str = "127.0.0.1", port: int = 8765, tournaments: list[Path] | None = None,
-                allow_hosts: list[str] | None = None, max_games: int = MAX_SESSIONS, idle_s: float = IDLE_S) -> Any:
+                allow_hosts: list[str] | None = None, max_games: int = MAX_SESSIONS, idle_s: float = IDLE_S,
+                limits: Any = None) -> Any:
     """A uvicorn server for the viewer that prints its address once its socket is bound. The bind
-    address, unless a wildcard, is an allowed host too (``--host 10.0.0.5`` serves Host: 10.0.0.5)."""
+    address, unless a wildcard, is an allowed host too (``--host 10.0.0.5`` serves Host: 10.0.0.5).
+    ``limits``: what one client may take (:class:`arena.view.serve.Limits`; its defaults when None);
+    the process's descriptor limit is raised to its hard limit first."""
     if not run_dir.is_dir():
         raise ConfigError(f"run_dir: no such folder {str(run_dir)!r}; pass a run folder such as runs/spy")
     if max_games < 1 or not idle_s > 0:
@@ -40,6 +43,7 @@ def make_server(run_dir: Path, host: str = "127.0.0.1", port: int = 8765, tourna
     import uvicorn
 
     from arena.view.app import create_app, split_host
+    from arena.view.serve import raise_fd_limit, server_config
 
     hosts = list(allow_hosts or [])
     try:
@@ -50,7 +54,8 @@ def make_server(run_dir: Path, host: str = "127.0.0.1", port: int = 8765, tourna
     if host not in ("", "0.0.0.0", "::"):
         hosts.append(f"[{host}]" if ":" in host else host)
     app = create_app(run_dir, tournaments, allow_hosts=hosts, max_sessions=max_games, idle_s=idle_s)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    raise_fd_limit()
+    server = uvicorn.Server(server_config(app, host, port, limits, log_level="warning"))
     original = server.startup
 
     async def startup(sockets: Any = None) -> None:

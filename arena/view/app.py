@@ -15,12 +15,15 @@ A web page the person visits must not drive the viewer, so:
   it is never compared with the ``Host`` header, which the other site controls;
 * every response carries a strict Content-Security-Policy (scripts and styles from
   /static only, no framing) and X-Frame-Options, X-Content-Type-Options and Referrer-Policy;
-* play sessions are capped (429 beyond the cap) and end after an idle timeout.
+* play sessions are capped (429 beyond the cap) and end after an idle timeout;
+* a request head of more than ``MAX_HEADERS`` lines or ``MAX_HEAD_BYTES`` gets 431 (the server,
+  :mod:`arena.view.serve`, also times out slow heads and bodies and caps connections).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,13 +41,17 @@ from fastapi.staticfiles import StaticFiles
 
 from arena.view import render
 from arena.view.play import IDLE_S, MAX_SESSIONS, PlayHost, SessionCap
-from arena.view.store import Row, RunStore
+from arena.view.files import Refused
+from arena.view.store import READERS, Row, RunStore
 
 HERE = Path(__file__).parent
 PER_PAGE = 100
 MAX_PER_PAGE = 1000
 MAX_REPLY_CHARS = 100_000
 MAX_BODY_BYTES = 1 * 2**20  # a write's whole body (the play forms are a few KB)
+MAX_HEADERS = 100  # header lines of a request
+MAX_HEAD_BYTES = 64 * 2**10  # a request's target and headers together (the server buffers at most this of an
+# incomplete head, arena/view/serve.py; a complete one that arrived in one read is refused here)
 DEFAULT_HOSTS = ("127.0.0.1", "localhost", "::1")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -57,7 +64,8 @@ SECURITY_HEADERS = [
 
 
 class SecurityHeaders:
-    """ASGI middleware: the security headers on every HTTP response (errors and static files too)."""
+    """ASGI middleware: the security headers on every HTTP response (errors and static files too);
+    a request of more than :data:`MAX_HEADERS` header lines or :data:`MAX_HEAD_BYTES` of head gets 431."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -66,7 +74,16 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+        if len(scope["headers"]) > MAX_HEADERS or head > MAX_HEAD_BYTES:
+            why = f"a request holds at most {MAX_HEADERS} header lines and {MAX_HEAD_BYTES // 1024} KiB of head"
+            await PlainTextResponse(why, 431, headers={"connection": "close"})(scope, receive, self._with(send))
+            return
+        await self.app(scope, receive, self._with(send))
 
+    @staticmethod
+    def _with(send: Send) -> Send:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 names = {k.lower() for k, _ in message.get("headers", [])}
@@ -74,7 +91,7 @@ class SecurityHeaders:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        return send_with_headers
 
 
 def split_host(text: str) -> tuple[str, int | None]:
@@ -213,6 +230,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
     127.0.0.1, localhost and ::1; ``max_sessions`` live play sessions at most, each ended after
     ``idle_s`` seconds without a reply."""
     store = RunStore(run_dir, tournaments)
+    rendering = threading.BoundedSemaphore(READERS)
     host = PlayHost(run_dir, store.config(), max_sessions=max_sessions, idle_s=idle_s)
     origins = Origins(allow_hosts)
     env = make_env()
@@ -247,19 +265,24 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
                     matched=len(shown), q=q, facets=facets, page=page_no, pages=pages, link=link,
                     skips=skips, elapsed=time.perf_counter() - t0)
 
-    @app.get("/episode/{name}/{line}", response_class=HTMLResponse)
-    def episode(name: str, line: str) -> HTMLResponse:
-        found = store.episode(f"{name}/{line}")
+    @app.get("/episode/{key:path}", response_class=HTMLResponse)
+    def episode(key: str) -> Response:
+        try:
+            found = store.episode(key)
+        except Refused as e:
+            return PlainTextResponse(f"this episode's file is not read: {e}", 422)
         if found is None:
             raise HTTPException(404, "no such episode")
         row, ep = found
-        ep = {**ep, **{k: ep[k] if isinstance(ep.get(k), dict) else {} for k in ("roles", "rewards", "outcome", "info", "metrics")}}
+        ep = {**ep, **{k: ep[k] if isinstance(ep.get(k), dict) else {}
+                       for k in ("roles", "rewards", "outcome", "info", "metrics")}}
         try:
-            phases, seats, cells = render.action_grid(ep)
-            turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or [] if isinstance(t, dict)]
-            return page("episode.html", row=row, ep=ep, turns=turns, views=render.private_views(ep, store.config()),
-                        phases=phases, seats=seats, cells=cells,
-                        has_weights=any(t.get("token_weights") for t in turns))
+            with rendering:  # READERS pages at once at most: each takes memory in proportion to its episode
+                phases, seats, cells = render.action_grid(ep)
+                turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or [] if isinstance(t, dict)]
+                return page("episode.html", row=row, ep=ep, turns=turns, views=render.private_views(ep, store.config()),
+                            phases=phases, seats=seats, cells=cells,
+                            has_weights=any(t.get("token_weights") for t in turns))
         except Exception as e:  # noqa: BLE001 - an episode of an odd shape: say so, never a 500
             raise HTTPException(422, f"this episode cannot be shown ({type(e).__name__})") from None
 
@@ -269,8 +292,8 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
 
     @app.get("/api/metrics")
     def metrics(since: str | None = None) -> JSONResponse:
-        rows, count, skipped = store.metrics(_int(since, 0))
-        return JSONResponse({"rows": rows, "next": count, "skipped": skipped})
+        rows, count, skipped, more = store.metrics(_int(since, 0))
+        return JSONResponse({"rows": rows, "next": count, "skipped": skipped, "more": more})
 
     @app.get("/tournaments", response_class=HTMLResponse)
     def tournaments() -> HTMLResponse:

@@ -191,7 +191,7 @@ class PlayHost:
             with self._lock:  # read and written as the viewer reads: a link or FIFO put there is refused
                 lines = sum(1 for _ in json_lines(out, self.run_dir, Skips())) if out.exists() else 0
                 append_line(out, self.run_dir, episode.model_dump_json())
-            session.episode_key = f"play/{lines}"
+            session.episode_key = f"play/episodes.jsonl/{lines}"  # its key in the list (arena/view/store.py)
             session.result = {"rewards": episode.rewards, "roles": episode.roles,
                               "outcome": {s: o.model_dump() for s, o in episode.outcome.items()}}
             session.status = "done"

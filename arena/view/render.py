@@ -17,6 +17,7 @@ from typing import Any
 
 Segment = tuple[str, bool]  # (text, highlighted)
 MAX_ROWS = 200  # rows shown of a tournament's other tables (a schedule, every game's record)
+MAX_TOKENS = 20_000  # a completion's tokens coloured on the page (the rest shows as plain text)
 
 
 def logprob_colour(lp: float | None) -> str:
@@ -37,6 +38,8 @@ def weight_colour(w: float | None) -> str:
 def token_spans(turn: dict[str, Any]) -> list[dict[str, Any]]:
     """Each completion token with its colours and a tooltip; empty when the turn has no tokens."""
     tokens = turn.get("tokens") or []
+    if isinstance(tokens, list) and len(tokens) > MAX_TOKENS:
+        tokens = [*tokens[:MAX_TOKENS], "".join(map(str, tokens[MAX_TOKENS:]))]
     lps = turn.get("logprobs") or []
     weights = turn.get("token_weights") or []
     out = []

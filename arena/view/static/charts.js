@@ -94,18 +94,20 @@
     const f = filter.value.toLowerCase();
     for (const k in charts) charts[k].div.style.display = k.toLowerCase().includes(f) ? "" : "none";
   }
+  let more = false;
   async function poll() {
     try {
       const r = await fetch(`/api/metrics?since=${next}`);
       const data = await r.json();
+      more = !!data.more;
       if (data.next < next) { rows.length = 0; next = 0; skipped = 0; }  // the file was rewritten (resume)
       else if (data.rows.length) { rows.push(...data.rows); next = data.next; skipped += data.skipped || 0; for (const k of metrics()) draw(k); applyFilter(); }
       else { next = data.next; skipped += data.skipped || 0; }
       status.textContent = `${rows.length} steps · ${Object.keys(charts).length} metrics` + (skipped ? ` · ${skipped} unreadable lines skipped` : "");
       box.dataset.skipped = skipped;
       box.dataset.steps = rows.length;
-    } catch (e) { status.textContent = "waiting for the server"; }
-    setTimeout(poll, 2000);
+    } catch (e) { more = false; status.textContent = "waiting for the server"; }
+    setTimeout(poll, more ? 0 : 2000);  // more: the server sends metrics.jsonl a bounded piece at a time
   }
   filter.addEventListener("input", applyFilter);
   poll();
