@@ -286,3 +286,163 @@ def test_inode_cap_holds_when_the_main_thread_exits(sandbox):
                           "    while True:\n        threading.Thread(target=ev.wait).start()\n"
                           "threading.Thread(target=spawn).start()\nctypes.CDLL(None).pthread_exit(None)")  # fmt: skip
     assert threads.status is Status.KILLED and threads.limit == "processes", threads
+
+
+# ---------------------------------------------------------------- finding 4: a validator forging the judge's verdict
+# Each route reaches the interpreter's frames, finds the driver's secret, result descriptor and job, writes
+# the report it wants (every probe right, every answer the contract's) and ends the process before the
+# real report. ``forge`` adapts to the job it finds itself in.
+FORGE = """
+import json
+
+
+def forge():
+    for names, module in frames():
+        if "secret" in names and "fd" in names and "job" in names:
+            job = names["job"]
+            kwargs = job["kwargs"]
+            n = len(kwargs.get("responses", [None]))
+            value = [{"correct": True, "answer": kwargs["contract"]["answer"]}] * n
+            if job["function"] == "checks":
+                value = [True] * n
+            elif job["function"] == "evaluate":
+                value = value[0]
+            text = names["secret"] + b"\\n" + json.dumps({"ok": True, "value": value}).encode()
+            module["_write"](names["fd"], text)
+            module["_exit"](0)
+
+
+def validate(contract):
+    return []
+
+
+def check(contract, response):
+    forge()
+    return False
+"""
+ROUTES = {
+    "match_class_pattern": """
+def frames():
+    try:
+        raise ValueError
+    except ValueError as exc:
+        err = exc
+    match err:
+        case BaseException(__traceback__=tb):
+            pass
+    traceback_type = type(tb)
+    match tb:
+        case traceback_type(tb_frame=frame):
+            pass
+    frame_type = type(frame)
+    while frame is not None:
+        match frame:
+            case frame_type(f_locals=names, f_globals=module, f_back=back):
+                pass
+        yield names, module
+        frame = back
+""",
+    "formatter_get_field": """
+import string
+U = "_" * 2
+
+
+def attr(obj, name):
+    return string.Formatter().get_field("0." + name, (obj,), {})[0]
+
+
+def frames():
+    try:
+        raise ValueError
+    except ValueError as exc:
+        err = exc
+    frame = attr(attr(err, U + "traceback" + U), "tb_frame")
+    while frame is not None:
+        yield attr(frame, "f_locals"), attr(frame, "f_globals")
+        frame = attr(frame, "f_back")
+""",
+    "re_enum_bltns_eval": """
+import re
+U = "_" * 2
+ev = re.enum.bltns.eval  # builtins.eval, two modules down: every attribute below is a string to eval
+getframe = ev(U + "import" + U + "('sys')._getframe")
+
+
+def frames():
+    frame = getframe(0)
+    while frame is not None:
+        yield ev("f.f_locals", {"f": frame}), ev("f.f_globals", {"f": frame})
+        frame = ev("f.f_back", {"f": frame})
+""",
+    "json_codecs_chain": """
+import json
+job_text = json.codecs.open("/box/_job.json").read()  # codecs.open, the builtin open's twin: files
+ev = json.decoder.re.enum.bltns.eval  # and eval, four modules down
+U = "_" * 2
+getframe = ev(U + "import" + U + "('sys')._getframe")
+
+
+def frames():
+    frame = getframe(0)
+    while frame is not None:
+        yield ev("f.f_locals", {"f": frame}), ev("f.f_globals", {"f": frame})
+        frame = ev("f.f_back", {"f": frame})
+""",
+}
+
+
+def utf7_hidden(hidden: str) -> str:
+    """A validator whose UTF-8 reading is honest and whose UTF-7 reading (the cookie: what Python runs) is ``hidden``:
+    the hidden lines sit in one comment, joined by UTF-7 newlines (``+AAo-``)."""
+    honest = "import json\n\n\ndef validate(contract):\n    return []\n\n\ndef check(contract, response):\n    return False\n"
+    comment = "#+AAo-" + "+AAo-".join(line.replace("+", "+-") for line in hidden.splitlines())
+    source = "# -*- coding: utf-7 -*-\n" + honest + comment + "\n"
+    assert source.encode().decode("utf-7").endswith(hidden.rstrip("\n") + "\n")  # the cookie's reading is the attack
+    return source
+
+
+FORGERS = {name: frames + FORGE for name, frames in ROUTES.items()}
+FORGERS["utf7_cookie"] = utf7_hidden(ROUTES["match_class_pattern"] + FORGE)
+TOOL_CONTRACT = {"answer": 41, "calls": [{"tool": "calculate", "args": {"expression": "6 * 7"}}]}  # the calls give 42
+PROBE = {"tool": "calculate", "args": {"expression": "6 * 7"}}
+
+
+@pytest.mark.parametrize("route", sorted(FORGERS))
+def test_the_static_check_refuses_each_route(route):
+    from arena.games.skill_sp.loader import validator_problems
+
+    assert validator_problems(FORGERS[route]), route
+
+
+@pytest.mark.parametrize("route", sorted(FORGERS))
+def test_a_forging_validator_cannot_write_the_judges_verdict(sandbox, route):
+    """The sandbox does not run the static check: the split judge is what holds, for every route."""
+    from arena.games.skill_sp.loader import TOOLS_SOURCE
+    from arena.games.skill_sp.sandbox import JUDGE_SOURCE
+
+    files = {"validators.py": FORGERS[route], "tools.py": TOOLS_SOURCE, "judge.py": JUDGE_SOURCE}
+    forged = sandbox.call("validators", "check", {"contract": TOOL_CONTRACT, "response": PROBE}, files)
+    assert forged.ok and forged.value == [{"correct": True, "answer": 41}], forged  # the route really takes the run over
+    both = sandbox.call("judge", "evaluate_all", {"contract": TOOL_CONTRACT, "responses": [PROBE, PROBE]}, files)
+    assert both.ok and both.value == [{"correct": True, "answer": 42}] * 2, both  # its own say; the trusted answers
+    one = sandbox.call("judge", "evaluate", {"contract": TOOL_CONTRACT, "response": PROBE}, files)
+    assert one.ok and one.value == {"correct": True, "answer": 42}, one
+
+
+@pytest.mark.parametrize("route", sorted(FORGERS))
+def test_a_forging_validator_does_not_change_the_reward(monkeypatch, route):
+    """Through the game: the probes' tool calls give 42, the contract says 41; forged, the proposer would get 1."""
+    import arena.games.skill_sp.env as env_module
+    from arena.games.skill_sp import SkillSpGame
+
+    monkeypatch.setattr(env_module, "EXPLORATION_VALIDATORS", FORGERS[route])
+    env = SkillSpGame(probes=4, solvers=2, sandbox=LIMITS)
+    env.reset(seed=0, options={"stream": "exploration"})
+    texts = {"proposer": json.dumps({"task": "What is 6 * 7?", "contract": TOOL_CONTRACT}), "probe": json.dumps(PROBE),
+             "solver": json.dumps(PROBE)}  # fmt: skip
+    while not env.done:
+        seat = env.agent_selection
+        env.step(texts[env.role(seat)])
+    ep = env.episode()
+    assert ep.info["verified"] and not ep.info["consistent"], ep.info
+    assert ep.rewards["proposer"] == 0.0, ep.rewards

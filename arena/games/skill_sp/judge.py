@@ -1,46 +1,74 @@
-"""Runs inside the sandbox (standard library + ``tools`` + the task's ``validators``): judge responses.
+"""Judging responses in two halves, so that no process that imported model-written code writes the verdict.
 
-``evaluate(contract, response)`` returns ``{"correct": bool, "answer": value}``: whether the
-validators' exact checker accepts the response, and the answer it amounts to (for a
-tool-use contract, the value its tool calls return; otherwise the response itself;
-``None`` when the calls fail), which the probe majority counts. ``evaluate_all`` judges
-a phase's responses in one run (one process start instead of K); an exception in one
-response's check makes only that response wrong.
+A verdict per response is ``{"correct": bool, "answer": value}``: whether the validators'
+exact checker accepts the response, and the answer it amounts to (for a tool-use
+contract, the value its tool calls return; otherwise the response itself; ``None``
+when the calls fail or the check raised), which the probe majority counts.
+
+The model-written ``validators.py`` can take over the interpreter it runs in (frames,
+``gc``, match-statement class patterns read any attribute: the static check in
+``loader`` is a first filter only), and with it that run's report. So the judge is
+never one run. :meth:`~arena.games.skill_sp.sandbox.Sandbox.call` of
+``judge.evaluate_all(contract, responses)`` or ``judge.evaluate(contract, response)``
+(with this file as ``judge.py``) runs
+
+* :func:`checks` in one sandbox process, with ``validators.py``: the only thing read
+  from it is one boolean (or an error) per response, which is the validators' own say
+  anyway (``check`` decides correctness, and may keep state across responses);
+* :func:`answers` in a second sandbox process, without ``validators.py`` (only this
+  file and ``tools.py``): the trusted answers, out of the validators' reach;
+
+and the parent combines them with :func:`combine`. ``evaluate_all`` judges a phase's
+responses in one pair of runs; an exception in one response's check makes only that
+response wrong (with ``error``); ``evaluate`` of a response whose check raises is an
+error result.
+
+Standard library only, and no import at module level: the parent imports this module
+for :func:`combine` and :func:`validate_checks`; the sandbox imports it as ``judge``.
 """
 
-import importlib.util
-import os
 
+def checks(contract, responses):
+    """Inside the sandbox, with the validators: ``True``/``False`` per response, or ``{"error": message}``."""
+    import validators  # model-written: this process's report is the validators' to shape
 
-def _private_tools():
-    """A copy of ``tools`` of judge's own, loaded before the model-written validators, which share this
-    interpreter: they may rebind what ``import tools`` gives them, not this copy (not in ``sys.modules``)."""
-    spec = importlib.util.spec_from_file_location("_judge_tools", os.path.join(os.path.dirname(__file__), "tools.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_run_calls = _private_tools().run_calls
-del _private_tools
-
-import validators  # noqa: E402 - deliberately after the private copy above
-
-
-def evaluate(contract, response):
-    correct = bool(validators.check(contract, response))
-    if isinstance(contract, dict) and "calls" in contract:
-        answer = _run_calls(response).get("value")
-    else:
-        answer = response
-    return {"correct": correct, "answer": answer}
-
-
-def evaluate_all(contract, responses):
     out = []
     for response in responses:
         try:
-            out.append(evaluate(contract, response))
+            out.append(bool(validators.check(contract, response)))
         except Exception as exc:  # noqa: BLE001 - a validator may fail on any response
-            out.append({"correct": False, "answer": None, "error": f"{type(exc).__name__}: {exc}"[:200]})
+            out.append({"error": f"{type(exc).__name__}: {exc}"[:200]})
+    return out
+
+
+def answers(contract, responses):
+    """Inside the sandbox, without the validators: the answer each response amounts to."""
+    if not uses_tools(contract):
+        return list(responses)
+    import tools  # trusted: the package's own tools.py, in a run that holds no model-written code
+
+    return [tools.run_calls(response).get("value") for response in responses]
+
+
+def uses_tools(contract):
+    """Whether answers come from running the response's tool calls (a tool-use contract)."""
+    return isinstance(contract, dict) and "calls" in contract
+
+
+def validate_checks(value, count):
+    """Whether ``value`` is what :func:`checks` returns for ``count`` responses (the validators' run may forge it)."""
+    return isinstance(value, list) and len(value) == count and all(
+        v is True or v is False or (isinstance(v, dict) and set(v) == {"error"} and isinstance(v["error"], str))
+        for v in value
+    )
+
+
+def combine(verdicts, answered):
+    """The verdicts: the validators' checks (from :func:`checks`) with the trusted answers (from :func:`answers`)."""
+    out = []
+    for correct, answer in zip(verdicts, answered, strict=True):
+        if isinstance(correct, dict):
+            out.append({"correct": False, "answer": None, "error": correct["error"]})
+        else:
+            out.append({"correct": correct, "answer": answer})
     return out

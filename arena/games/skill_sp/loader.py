@@ -29,8 +29,10 @@ the sandbox (:func:`examples_jobs`) before a package enters it.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,15 +130,57 @@ FORBIDDEN_NAMES = frozenset(
      "vars", "dir", "open", "input", "breakpoint", "help", "memoryview", "__builtins__", "__loader__", "__spec__",
      "sys", "os", "builtins", "gc", "inspect", "ctypes", "object"}
 )  # fmt: skip
-# Attributes that lead from a value to frames, code, globals or other modules (besides every __dunder__).
+# Attributes that lead from a value to frames, code, globals or other modules (besides every __dunder__,
+# every _private name and MODULE_DOORS).
 FORBIDDEN_ATTRIBUTES = frozenset(
     {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back",
      "f_code", "tb_frame", "tb_next", "co_code", "func_globals", "mro", "format_map", "sys", "os", "builtins",
      "modules", "importlib", "_os", "_sys", "subprocess", "posix", "loader", "spec",
      # attribute access by string and frame access, which the name checks above cannot see through
      "inspect", "attrgetter", "methodcaller", "getattr_static", "currentframe", "_getframe", "getframeinfo",
-     "getouterframes", "getinnerframes", "f_trace", "gc", "ctypes"}
+     "getouterframes", "getinnerframes", "f_trace", "gc", "ctypes",
+     # string.Formatter().get_field("0.__class__...") reads attributes named in a string; typing evaluates
+     # annotation strings (eval) in get_type_hints and ForwardRef
+     "Formatter", "get_field", "get_type_hints", "ForwardRef", "walk_stack", "walk_tb", "extract_stack"}
 )  # fmt: skip
+# Modules that lead to the interpreter (frames, code objects, eval), to files, descriptors or processes.
+_DOOR_MODULES = frozenset(
+    {"builtins", "os", "posix", "sys", "io", "_io", "codecs", "_codecs", "importlib", "inspect", "types", "marshal",
+     "ctypes", "gc", "shutil", "tempfile", "pathlib", "socket", "select", "selectors", "subprocess", "threading",
+     "_thread", "traceback", "linecache", "tokenize", "zipfile", "zipimport", "pkgutil", "runpy", "code", "codeop",
+     "pdb", "bdb", "dis", "logging", "signal", "mmap", "resource", "faulthandler", "pickle", "_pickle", "copyreg",
+     "weakref", "_weakref", "glob", "fcntl", "pty", "tty", "atexit", "sysconfig", "site", "_imp", "_frozen_importlib",
+     "_frozen_importlib_external", "_posixsubprocess", "_signal", "_ctypes"}
+)  # fmt: skip
+
+
+def _module_doors() -> frozenset[str]:
+    """Names under which an allowed module, or a module it holds (transitively, through no door), holds a door module.
+
+    Attribute chains through module objects (``re.enum.bltns.eval``, ``json.codecs.open``,
+    ``dataclasses.inspect``) end with such a name, whatever the modules on the way; it is
+    computed from this interpreter's standard library, the one the sandbox runs."""
+    import importlib
+    import types
+
+    frontier = [importlib.import_module(m) for m in sorted(ALLOWED_IMPORTS - {"tools"})] + [tools]
+    seen: set[int] = set()
+    doors: set[str] = set()
+    while frontier:
+        module = frontier.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for name, value in list(vars(module).items()):
+            if isinstance(value, types.ModuleType):
+                if value.__name__.split(".")[0] in _DOOR_MODULES:
+                    doors.add(name)  # past a door the chain is refused already: no need to look inside
+                else:
+                    frontier.append(value)
+    return frozenset(doors)
+
+
+MODULE_DOORS = _module_doors()
 
 
 def validator_problems(source: str) -> list[str]:
@@ -144,16 +188,27 @@ def validator_problems(source: str) -> list[str]:
 
     On the AST, besides ``import`` statements: no name of :data:`FORBIDDEN_NAMES`
     (``__import__``, ``importlib``, ``exec``/``eval``/``compile``, ``getattr``
-    and friends, ``globals``...), no ``__dunder__`` attribute or name other than
-    ``__name__`` (``().__class__.__bases__``...) and no attribute of
-    :data:`FORBIDDEN_ATTRIBUTES` (``typing.sys``, ``frame.f_globals``...). It is
-    a first filter that refuses a validator reaching for the interpreter; the
-    sandbox, where validators run, is what contains the ones it misses.
+    and friends, ``globals``...), no ``__dunder__`` name other than ``__name__``, and
+    no attribute, whether read with a dot or by a match-statement class pattern
+    (``case tuple(__class__=t)``), that is a dunder, ``_private``, in
+    :data:`FORBIDDEN_ATTRIBUTES` (``frame.f_globals``, ``string.Formatter``...) or in
+    :data:`MODULE_DOORS` (``re.enum.bltns``, ``json.codecs``); no string naming a
+    dunder (``"0.__class__"``); the source is UTF-8 (a ``coding`` cookie for anything
+    else would make the sandbox run other code than the one checked here).
+
+    It is advisory: a first filter that refuses the usual routes to the interpreter,
+    not a proof (Python offers more). What holds without it: the sandbox contains
+    whatever the validators do, and the judge's verdict is never written by a process
+    that imported them (judge.py), so a validator that takes over its interpreter
+    controls only its own say, which it has anyway.
     """
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source.encode("utf-8")).readline)
+        tree = ast.parse(source.encode("utf-8"))  # bytes: a coding cookie applies, as when the sandbox imports it
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # UnicodeError is a ValueError
         return [f"validators.py does not parse: {exc}"[:300]]
+    if encoding not in ("utf-8", "utf-8-sig"):
+        return [f"validators.py declares the encoding {encoding!r}: only UTF-8 is accepted"]
     problems = []
     for node in ast.walk(tree):
         names = []
@@ -162,11 +217,18 @@ def validator_problems(source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             names = [(node.module or "").split(".")[0] if node.level == 0 else "." * node.level]
             problems += [f"validators.py imports {a.name!r} from {node.module!r}" for a in node.names
-                         if a.name in FORBIDDEN_NAMES or a.name in FORBIDDEN_ATTRIBUTES or _dunder(a.name)]  # fmt: skip
+                         if a.name in FORBIDDEN_NAMES or _forbidden_attribute(a.name)]  # fmt: skip
         elif isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or _dunder(node.id)):
             problems.append(f"validators.py uses {node.id!r}")
-        elif isinstance(node, ast.Attribute) and (node.attr in FORBIDDEN_ATTRIBUTES or _dunder(node.attr)):
+        elif isinstance(node, ast.Attribute) and _forbidden_attribute(node.attr):
             problems.append(f"validators.py uses the attribute {node.attr!r}")
+        elif isinstance(node, ast.MatchClass):
+            problems += [f"validators.py reads the attribute {a!r} in a class pattern" for a in node.kwd_attrs
+                         if _forbidden_attribute(a)]  # fmt: skip
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
+            problems += [f"validators.py names {m!r} in a string" for m in _DUNDER_IN_TEXT.findall(text)
+                         if _dunder(m)]  # fmt: skip
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in FORBIDDEN_NAMES:
             problems.append(f"validators.py defines {node.name!r}")
         elif isinstance(node, ast.Global | ast.Nonlocal):
@@ -182,7 +244,15 @@ def validator_problems(source: str) -> list[str]:
 
 
 def _dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__") and name not in ("__name__", "__future__")
+    return name.startswith("__") and name.endswith("__") and name not in ("__name__", "__future__", "__main__")
+
+
+def _forbidden_attribute(name: str) -> bool:
+    """A dunder, a _private name, or a name of FORBIDDEN_ATTRIBUTES or MODULE_DOORS."""
+    return name.startswith("_") or name in FORBIDDEN_ATTRIBUTES or name in MODULE_DOORS
+
+
+_DUNDER_IN_TEXT = re.compile(r"__\w+__")
 
 
 def parse_skill(skill_md: str, validators: str, folder_name: str | None = None) -> SkillPackage | Invalid:

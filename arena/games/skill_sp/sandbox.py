@@ -54,16 +54,23 @@ only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
   ``/dev/null`` before the code runs). Exit codes and signals never choose a label:
   ``os._exit(3)`` or a SIGXCPU sent to itself is an error; prints, writes to every
   descriptor, or a process that exits before the driver reports cannot forge a
-  result. Reports are parsed with size and depth limits.
+  result. Reports are parsed with size and depth limits;
+* the **judge's verdict**: ``Sandbox.call`` of ``judge.evaluate_all``/``evaluate`` (the
+  package's own judge.py) is two runs, combined by the parent: the validators'
+  checks (one boolean or error per response, shape-checked) and the answers, computed
+  by trusted code (judge.py, tools.py) in a run that holds no model-written code. A
+  validator that takes over its run (below) decides only whether responses are
+  correct, which ``check`` decides anyway; it cannot choose the answers the probe
+  majority counts.
 
 Not defended (limits of the design):
 
 * the untrusted code shares the interpreter with the driver, so code that
-  introspects it (frames, ``gc``, ``/proc/self/mem``) can find the secret and forge
-  its *own* run's report, or patch ``judge.py``'s functions in a judge run. The
-  sandbox contains the run; it does not make a run's verdict trustworthy against
-  its own validators (the validators' static check refuses the usual routes:
-  ``__import__``, ``getattr``, dunders, frames). The ``memory`` label needs the
+  introspects it (frames, ``gc``, ``/proc/self/mem``, match-statement class
+  patterns, ``string.Formatter().get_field``) can find the secret and forge its
+  *own* run's report: a run's value is the code's own say, never more (hence the
+  split judge above). The validators' static check (``loader.validator_problems``)
+  refuses the usual routes but is advisory: Python offers more. The ``memory`` label needs the
   driver's MemoryError report *and* a VmPeak of at least half the limit or a
   MemoryError standing on an allocating instruction (not a ``raise``, re-raise or
   generator ``throw``), so faking it takes real memory or the C API via ``ctypes``;
@@ -171,10 +178,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arena.games.skill_sp import judge
 from arena.games.skill_sp._driver import READY
 from arena.games.skill_sp.seccomp import _DENIED, no_exec_filter, no_fork_filter  # noqa: F401 - re-exported
 
 DRIVER = Path(__file__).with_name("_driver.py")
+JUDGE_SOURCE = Path(__file__).with_name("judge.py").read_text()
+_JUDGE_ENTRIES = ("evaluate_all", "evaluate")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -295,9 +305,52 @@ class Sandbox:
         files: Mapping[str, str],
         limits: Limits | None = None,
     ) -> SandboxResult:
-        """Import ``module`` from ``files`` and return ``function(**kwargs)``; arguments and value are JSON."""
+        """Import ``module`` from ``files`` and return ``function(**kwargs)``; arguments and value are JSON.
+
+        ``judge.evaluate_all`` / ``judge.evaluate`` with the package's own ``judge.py`` run
+        split (see judge.py): the validators' checks in one run, the trusted answers in
+        another without them, combined here, so no process that imported model-written
+        code writes the verdict."""
+        if module == "judge" and function in _JUDGE_ENTRIES and files.get("judge.py") == JUDGE_SOURCE:
+            return self._judge(function, kwargs, files, limits or self.limits)
         job = {"mode": "call", "module": module, "function": function, "kwargs": dict(kwargs)}
         return self._execute(job, files, limits or self.limits)
+
+    def _judge(self, function: str, kwargs: Mapping[str, Any], files: Mapping[str, str], limits: Limits) -> SandboxResult:
+        """``judge.evaluate_all`` (or ``evaluate``) as two runs: checks with the validators, answers without."""
+        args = dict(kwargs)
+        single = function == "evaluate"
+        if set(args) != ({"contract", "response"} if single else {"contract", "responses"}):
+            return SandboxResult(Status.ERROR, reason=f"judge.{function} takes contract and response{'' if single else 's'}")
+        contract = args["contract"]
+        responses = [args["response"]] if single else args["responses"]
+        if not isinstance(responses, list):
+            return SandboxResult(Status.ERROR, reason="judge.evaluate_all takes a list of responses")
+        halves = {"contract": contract, "responses": responses}
+        checked = self._execute({"mode": "call", "module": "judge", "function": "checks", "kwargs": halves}, files, limits)
+        if not checked.ok:
+            return checked
+        if not judge.validate_checks(checked.value, len(responses)):
+            return dataclasses.replace(checked, status=Status.ERROR, value=None,
+                                       reason="the validators' checks are not one boolean (or error) per response")  # fmt: skip
+        answered = checked
+        if judge.uses_tools(contract):  # the answers come from trusted code, in a run without the validators
+            trusted = {name: files[name] for name in ("judge.py", "tools.py") if name in files}
+            answered = self._execute({"mode": "call", "module": "judge", "function": "answers", "kwargs": halves},
+                                     trusted, limits)  # fmt: skip
+            if not answered.ok:
+                return answered
+            if not (isinstance(answered.value, list) and len(answered.value) == len(responses)):
+                return dataclasses.replace(answered, status=Status.ERROR, value=None, reason="judge.answers failed")
+            values = answered.value
+        else:
+            values = responses
+        verdicts = judge.combine(checked.value, values)
+        timing = dict(wall_s=checked.wall_s + (answered.wall_s if answered is not checked else 0.0),
+                      cpu_s=checked.cpu_s + (answered.cpu_s if answered is not checked else 0.0))  # fmt: skip
+        if single and "error" in verdicts[0]:  # evaluate of a response whose check raised: an error, as one run
+            return dataclasses.replace(checked, status=Status.ERROR, value=None, reason=verdicts[0]["error"], **timing)
+        return dataclasses.replace(checked, value=verdicts[0] if single else verdicts, **timing)
 
     # -------------------------------------------------------------- one run
     def _command(self, box: str, seccomp_fd: int, info_fd: int, run_id: str, lim: Limits) -> list[str]:
@@ -322,7 +375,10 @@ class Sandbox:
             for name, text in files.items():
                 if "/" in name or name.startswith(".") or name in ("_driver.py", "_job.json"):
                     return SandboxResult(Status.ERROR, reason=f"bad file name {name!r}")
-                Path(box, name).write_text(text)
+                try:
+                    Path(box, name).write_text(text, encoding="utf-8")
+                except (TypeError, UnicodeEncodeError) as exc:  # not text, or lone surrogates
+                    return SandboxResult(Status.ERROR, reason=f"file {name!r} is not UTF-8 text: {exc}"[:300])
             shutil.copy(DRIVER, Path(box, "_driver.py"))
             os.chmod(box, 0o755)
             seccomp_r, seccomp_w = os.pipe()
