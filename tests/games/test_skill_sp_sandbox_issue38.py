@@ -446,3 +446,40 @@ def test_a_forging_validator_does_not_change_the_reward(monkeypatch, route):
     ep = env.episode()
     assert ep.info["verified"] and not ep.info["consistent"], ep.info
     assert ep.rewards["proposer"] == 0.0, ep.rewards
+
+
+# ---------------------------------------------------------------- finding 5: deep arguments, deep SKILL.md
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_deep_call_arguments_are_an_error_without_leaking_descriptors(sandbox):
+    deep: object = 0
+    for _ in range(1500):
+        deep = [deep]
+    cyclic: list = []
+    cyclic.append(cyclic)
+    files = {"m.py": "def f(x):\n    return 1\n"}
+    before = open_descriptors()
+    for value in (deep, cyclic, deep, cyclic):
+        r = sandbox.call("m", "f", {"x": value}, files)
+        assert r.status is Status.ERROR and "nested deeper" in r.reason, r
+        judged = sandbox.call("judge", "evaluate_all", {"contract": {"answer": 1}, "responses": [value]}, files)
+        assert judged.status is Status.ERROR, judged
+    assert open_descriptors() == before
+    fine = sandbox.call("m", "f", {"x": [[[[1]]]]}, files)
+    assert fine.ok and fine.value == 1, fine
+
+
+def test_deep_skill_md_is_invalid_not_an_exception():
+    from arena.core.game_types import Invalid
+    from arena.games.skill_sp.loader import load_library, parse_skill
+
+    pkg = next(iter(load_library().values()))
+    text = pkg.skill_md()
+    deep_contract = text.replace("```json\n", "```json\n" + '{"a": ' * 3000 + "1" + "}" * 3000 + "\n```\n\n### Example 0\nTask: t\n\n```json\n", 1)
+    deep_front = text.replace("---\n", "---\ndeep: " + "[" * 3000 + "]" * 3000 + "\n", 1)
+    for bad in (deep_contract, deep_front):
+        assert isinstance(parse_skill(bad, pkg.validators), Invalid)
+    assert "nested deeper" in parse_skill(deep_contract, pkg.validators).reason
+    assert parse_skill(text, pkg.validators) == pkg  # the honest package still parses

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arena.core.game_types import Invalid
 from arena.games.skill_sp import tools
-from arena.games.skill_sp.sandbox import Job
+from arena.games.skill_sp.sandbox import MAX_DEPTH, Job, json_depth
 
 SKILLS_DIR = Path(__file__).with_name("skills")
 TOOLS_SOURCE = Path(tools.__file__).read_text()
@@ -116,10 +116,12 @@ def _examples(text: str) -> list[dict[str, Any]] | str:
         code = re.search(r"^```json\s*\n(.*?)^```", block, flags=re.M | re.S)
         if task is None or code is None:
             return "each example needs a 'Task:' line and a ```json contract block"
+        if json_depth(code.group(1)) > MAX_DEPTH:  # json.loads would recurse past the stack
+            return f"example contract is nested deeper than {MAX_DEPTH} levels"
         try:
             contract = json.loads(code.group(1))
-        except ValueError as exc:
-            return f"example contract is not JSON: {exc}"
+        except (ValueError, RecursionError) as exc:
+            return f"example contract is not JSON: {exc}"[:300]
         out.append({"prompt": task.group(1).strip(), "contract": contract})
     return out
 
@@ -259,6 +261,13 @@ def parse_skill(skill_md: str, validators: str, folder_name: str | None = None) 
     """A package from its two files' text, or Invalid(reason); never raises."""
     if not isinstance(skill_md, str) or not isinstance(validators, str):
         return Invalid(reason="SKILL.md and validators.py must be text")
+    try:
+        return _parse_skill(skill_md, validators, folder_name)
+    except RecursionError:  # YAML front matter or a value nested past the stack (pydantic, yaml's composer)
+        return Invalid(reason="SKILL.md is nested too deeply")
+
+
+def _parse_skill(skill_md: str, validators: str, folder_name: str | None) -> SkillPackage | Invalid:
     m = re.match(r"\A---[ \t]*\n(.*?)^---[ \t]*\n(.*)\Z", skill_md, flags=re.S | re.M)
     if m is None:
         return Invalid(reason="SKILL.md must start with front matter between '---' lines")

@@ -311,6 +311,8 @@ class Sandbox:
         split (see judge.py): the validators' checks in one run, the trusted answers in
         another without them, combined here, so no process that imported model-written
         code writes the verdict."""
+        if value_depth(kwargs, MAX_ARG_DEPTH) > MAX_ARG_DEPTH:  # json.dumps would recurse past the stack
+            return SandboxResult(Status.ERROR, reason=f"arguments are nested deeper than {MAX_ARG_DEPTH} levels")
         if module == "judge" and function in _JUDGE_ENTRIES and files.get("judge.py") == JUDGE_SOURCE:
             return self._judge(function, kwargs, files, limits or self.limits)
         job = {"mode": "call", "module": module, "function": function, "kwargs": dict(kwargs)}
@@ -387,10 +389,10 @@ class Sandbox:
             try:
                 payload = json.dumps({**job, "limits": limits.model_dump(), "result_fd": result_w,
                                       "noexec_filter": self._noexec.hex()})  # fmt: skip
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:
                 for fd in (seccomp_r, seccomp_w, result_r, result_w, info_r, info_w):
                     os.close(fd)
-                return SandboxResult(Status.ERROR, reason=f"arguments are not JSON: {exc}")
+                return SandboxResult(Status.ERROR, reason=f"arguments are not JSON: {exc}"[:300])
             Path(box, "_job.json").write_text(payload)
             os.write(seccomp_w, self._filter)
             os.close(seccomp_w)
@@ -689,6 +691,23 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
 # the kernel kills at the limit, but the rusage it reports for the run comes out up to ~7% short of it.
 CPU_SHARE = 0.8
 MAX_DEPTH = 64  # nesting of a returned JSON value; deeper is refused before json.loads sees it
+MAX_ARG_DEPTH = 4 * MAX_DEPTH  # nesting of a call's arguments (a contract and responses inside); deeper is refused
+
+
+def value_depth(value: Any, limit: int) -> int:
+    """Nesting of lists, tuples and dicts in ``value``, counted without recursion; stops past ``limit``
+    (a cyclic value counts as deeper than any limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, (list, tuple)):
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 def json_depth(text: str) -> int:
