@@ -159,6 +159,18 @@ def test_a_validator_in_call_mode_that_clears_its_death_signal_is_killed(sandbox
         assert runs.alive() == []
 
 
+
+def test_a_run_the_parent_cannot_hold_never_runs(sandbox, monkeypatch):
+    """Fail closed: if the parent cannot watch the run's /tmp (or hold its process), the code gets no secret
+    and the driver runs nothing; the result says why."""
+    import arena.games.skill_sp.sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module._Child, "watch_tmp", lambda self, limits: "refused for the test")
+    with RunProcesses() as runs:
+        r = sandbox.run("print('ran')\nimport time\ntime.sleep(60)")
+        assert r.status is Status.ERROR and r.output == "" and "refused for the test" in r.reason, r
+        assert runs.alive() == []
+
 # ---------------------------------------------------------------- finding 2: host-wide budgets
 BUDGETS = """
 import ctypes, errno, fcntl, json, os, socket

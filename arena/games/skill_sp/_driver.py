@@ -247,6 +247,8 @@ def main():
     fd = job["result_fd"]
     _write(fd, READY)  # the parent now watches this process and its /tmp, then sends the secret
     secret = take_secret()
+    if not secret:  # the parent could not take hold of this run: nothing runs
+        return 1
     os.closerange(3, fd)  # whatever else was inherited (bubblewrap's bind descriptors) goes before the code runs
     os.closerange(fd + 1, 1 << 20)
     os.set_inheritable(fd, False)

@@ -95,11 +95,33 @@ Not defended (limits of the design):
   without addresses) and of ``/usr``; timing side channels; kernel bugs in syscalls
   the deny-list allows (it is a deny-list, not an allow-list).
 
+What each component promises, and what it does not:
+
+* **bubblewrap** (``_command``): the namespaces and mounts above, the interpreter as
+  pid 1, the first seccomp filter loaded before exec, the child's pid on ``--info-fd``.
+  It does not bound memory, time, inodes or threads, and its ``--die-with-parent``
+  binds only a process that keeps its death signal.
+* **seccomp.py**: the cBPF deny-list and argument rules, and the exec filter; a
+  syscall it does not name is the kernel's to police (a deny-list).
+* **_driver.py** (trusted, but sharing the interpreter with the code): limits, the
+  exec filter, the secret kept off every descriptor, a report written after the code
+  returned; it runs nothing unless the parent sent a secret. It promises nothing once
+  the code has taken the interpreter over (its report is then the code's).
+* **the parent** (:class:`Sandbox`): holds the interpreter (pidfd), its ``/proc/PID``
+  and its ``/tmp`` before the code runs; enforces wall clock, output cap, inode and
+  thread counts; kills the run at the end of every run, whatever it did; labels from
+  its own measurements and an authenticated report, never from exit codes; never
+  raises for what the code does. A burst between two polls gets through.
+* **the split judge** (judge.py, :meth:`Sandbox.call`): answers from a run with no
+  model-written code; from the validators' run only one boolean per response.
+* **the static check** (``loader.validator_problems``): advisory; refuses the usual
+  routes to the interpreter, promises nothing the sandbox and the split judge do not.
+
 ==========================  ================================================================
 layer                       what it stops
 ==========================  ================================================================
 separate process            a crash, ``os._exit`` or a hung interpreter taking the caller down
-wall clock (parent)         sleeping / blocking forever: the process group is SIGKILLed at ``wall_s``
+wall clock (parent)         sleeping / blocking forever: the run (pidfd) and bwrap are SIGKILLed at ``wall_s``
 RLIMIT_CPU                  busy loops: SIGKILL at ``cpu_s`` (soft = hard; a pid 1 ignores SIGXCPU)
 RLIMIT_AS                   memory bombs: allocations fail (``MemoryError``) past ``memory_mb``
 RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets SIGXFSZ/EFBIG,
@@ -144,9 +166,10 @@ Code that runs inside sees only the Python standard library and the files it
 is given (``/box`` is on ``sys.path``). A :class:`SandboxPool` runs the
 sandbox calls of a step concurrently, bounded by its worker count.
 
-Construction checks that bubblewrap works here and raises :class:`SandboxUnavailable`
-(a configuration error, with the cause) if not; nothing falls back silently to
-an unisolated run.
+Construction checks that bubblewrap works here, and that the parent can hold a run
+(``pidfd_open``: Linux 5.3 or later; ``/proc/PID/root`` of its own run readable), and
+raises :class:`SandboxUnavailable` (a configuration error, with the cause) if not;
+nothing falls back silently to an unisolated or unwatched run.
 """
 
 from __future__ import annotations
