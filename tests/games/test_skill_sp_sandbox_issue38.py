@@ -495,3 +495,25 @@ def test_deep_skill_md_is_invalid_not_an_exception():
         assert isinstance(parse_skill(bad, pkg.validators), Invalid)
     assert "nested deeper" in parse_skill(deep_contract, pkg.validators).reason
     assert parse_skill(text, pkg.validators) == pkg  # the honest package still parses
+
+
+def test_the_split_judge_keeps_the_judges_results(sandbox):
+    """Honest validators get what the one-process judge gave: logic answers are the responses themselves,
+    a check that raises makes only its response wrong in evaluate_all, and an error result in evaluate."""
+    from arena.games.skill_sp.env import EXPLORATION_VALIDATORS
+    from arena.games.skill_sp.loader import TOOLS_SOURCE
+    from arena.games.skill_sp.sandbox import JUDGE_SOURCE
+
+    files = {"validators.py": EXPLORATION_VALIDATORS, "tools.py": TOOLS_SOURCE, "judge.py": JUDGE_SOURCE}
+    logic = sandbox.call("judge", "evaluate_all", {"contract": {"answer": [1, 2]}, "responses": [[1, 2], [2, 1]]}, files)
+    assert logic.ok and logic.value == [{"correct": True, "answer": [1, 2]}, {"correct": False, "answer": [2, 1]}]
+    tool = sandbox.call("judge", "evaluate", {"contract": TOOL_CONTRACT | {"answer": 42}, "response": PROBE}, files)
+    assert tool.ok and tool.value == {"correct": True, "answer": 42}, tool
+    picky = "def validate(contract):\n    return []\ndef check(contract, response):\n    return 1 / response > 0\n"
+    files["validators.py"] = picky
+    some = sandbox.call("judge", "evaluate_all", {"contract": {"answer": 1}, "responses": [1, 0]}, files)
+    assert some.ok and some.value[0] == {"correct": True, "answer": 1}, some
+    assert some.value[1]["correct"] is False and "ZeroDivisionError" in some.value[1]["error"], some
+    one = sandbox.call("judge", "evaluate", {"contract": {"answer": 1}, "response": 0}, files)
+    assert one.status is Status.ERROR and "ZeroDivisionError" in one.reason, one
+    assert sandbox.call("judge", "evaluate", {"contract": {}}, files).status is Status.ERROR

@@ -341,41 +341,34 @@ class Sandbox:
         job = {"mode": "call", "module": module, "function": function, "kwargs": dict(kwargs)}
         return self._execute(job, files, limits or self.limits)
 
-    def _judge(self, function: str, kwargs: Mapping[str, Any], files: Mapping[str, str], limits: Limits) -> SandboxResult:
+    def _judge(self, function: str, kwargs: Mapping[str, Any], files: Mapping[str, str], lim: Limits) -> SandboxResult:
         """``judge.evaluate_all`` (or ``evaluate``) as two runs: checks with the validators, answers without."""
-        args = dict(kwargs)
         single = function == "evaluate"
-        if set(args) != ({"contract", "response"} if single else {"contract", "responses"}):
-            return SandboxResult(Status.ERROR, reason=f"judge.{function} takes contract and response{'' if single else 's'}")
-        contract = args["contract"]
-        responses = [args["response"]] if single else args["responses"]
+        if set(kwargs) != {"contract", "response" if single else "responses"}:
+            return SandboxResult(Status.ERROR, reason=f"judge.{function}: arguments are contract and response(s)")
+        responses = [kwargs["response"]] if single else kwargs["responses"]
         if not isinstance(responses, list):
-            return SandboxResult(Status.ERROR, reason="judge.evaluate_all takes a list of responses")
-        halves = {"contract": contract, "responses": responses}
-        checked = self._execute({"mode": "call", "module": "judge", "function": "checks", "kwargs": halves}, files, limits)
+            return SandboxResult(Status.ERROR, reason="judge.evaluate_all: responses must be a list")
+        halves = {"contract": kwargs["contract"], "responses": responses}
+        checked = self._execute({"mode": "call", "module": "judge", "function": "checks", "kwargs": halves}, files, lim)
         if not checked.ok:
             return checked
         if not judge.validate_checks(checked.value, len(responses)):
-            return dataclasses.replace(checked, status=Status.ERROR, value=None,
-                                       reason="the validators' checks are not one boolean (or error) per response")  # fmt: skip
-        answered = checked
-        if judge.uses_tools(contract):  # the answers come from trusted code, in a run without the validators
+            reason = "the validators' checks are not one boolean (or error) per response"
+            return dataclasses.replace(checked, status=Status.ERROR, value=None, reason=reason)
+        wall, cpu, answers = checked.wall_s, checked.cpu_s, responses
+        if judge.uses_tools(halves["contract"]):  # trusted code, in a run that holds no model-written code
             trusted = {name: files[name] for name in ("judge.py", "tools.py") if name in files}
-            answered = self._execute({"mode": "call", "module": "judge", "function": "answers", "kwargs": halves},
-                                     trusted, limits)  # fmt: skip
-            if not answered.ok:
-                return answered
-            if not (isinstance(answered.value, list) and len(answered.value) == len(responses)):
-                return dataclasses.replace(answered, status=Status.ERROR, value=None, reason="judge.answers failed")
-            values = answered.value
-        else:
-            values = responses
-        verdicts = judge.combine(checked.value, values)
-        timing = dict(wall_s=checked.wall_s + (answered.wall_s if answered is not checked else 0.0),
-                      cpu_s=checked.cpu_s + (answered.cpu_s if answered is not checked else 0.0))  # fmt: skip
-        if single and "error" in verdicts[0]:  # evaluate of a response whose check raised: an error, as one run
-            return dataclasses.replace(checked, status=Status.ERROR, value=None, reason=verdicts[0]["error"], **timing)
-        return dataclasses.replace(checked, value=verdicts[0] if single else verdicts, **timing)
+            job = {"mode": "call", "module": "judge", "function": "answers", "kwargs": halves}
+            answered = self._execute(job, trusted, lim)
+            if not (answered.ok and isinstance(answered.value, list) and len(answered.value) == len(responses)):
+                return answered if not answered.ok else dataclasses.replace(answered, status=Status.ERROR, value=None)
+            wall, cpu, answers = wall + answered.wall_s, cpu + answered.cpu_s, answered.value
+        verdicts = judge.combine(checked.value, answers)
+        if single and "error" in verdicts[0]:  # evaluate of a response whose check raised: an error, as one run was
+            return dataclasses.replace(checked, status=Status.ERROR, value=None, reason=verdicts[0]["error"],
+                                       wall_s=wall, cpu_s=cpu)  # fmt: skip
+        return dataclasses.replace(checked, value=verdicts[0] if single else verdicts, wall_s=wall, cpu_s=cpu)
 
     # -------------------------------------------------------------- one run
     def _command(self, box: str, seccomp_fd: int, info_fd: int, run_id: str, lim: Limits) -> list[str]:
