@@ -22,6 +22,7 @@ A web page the person visits must not drive the viewer, so:
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -230,7 +231,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
     127.0.0.1, localhost and ::1; ``max_sessions`` live play sessions at most, each ended after
     ``idle_s`` seconds without a reply."""
     store = RunStore(run_dir, tournaments)
-    rendering = threading.BoundedSemaphore(READERS)
+    heavy = threading.BoundedSemaphore(READERS)  # episode pages and metrics answers built at once
     host = PlayHost(run_dir, store.config(), max_sessions=max_sessions, idle_s=idle_s)
     origins = Origins(allow_hosts)
     env = make_env()
@@ -277,7 +278,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
         ep = {**ep, **{k: ep[k] if isinstance(ep.get(k), dict) else {}
                        for k in ("roles", "rewards", "outcome", "info", "metrics")}}
         try:
-            with rendering:  # READERS pages at once at most: each takes memory in proportion to its episode
+            with heavy:  # READERS pages at once at most: each takes memory in proportion to its episode
                 phases, seats, cells = render.action_grid(ep)
                 turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or [] if isinstance(t, dict)]
                 return page("episode.html", row=row, ep=ep, turns=turns, views=render.private_views(ep, store.config()),
@@ -291,9 +292,13 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
         return page("curves.html")
 
     @app.get("/api/metrics")
-    def metrics(since: str | None = None) -> JSONResponse:
-        rows, count, skipped, more = store.metrics(_int(since, 0))
-        return JSONResponse({"rows": rows, "next": count, "skipped": skipped, "more": more})
+    def metrics(since: str | None = None) -> Response:
+        start = _int(since, 0)
+        with heavy:  # the rows become bytes before the next request parses its own
+            rows, count, skipped, more = store.metrics(start)
+            body = json.dumps({"rows": rows, "next": count, "skipped": skipped, "more": more},
+                              ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        return Response(body, media_type="application/json")
 
     @app.get("/tournaments", response_class=HTMLResponse)
     def tournaments() -> HTMLResponse:

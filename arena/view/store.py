@@ -48,7 +48,7 @@ _STEP = re.compile(r"step_(\d{1,18})", re.ASCII)
 MAX_TEXT_CHARS = 8192  # of an episode's search text kept in the list (completions, actions, info)
 CACHE_BYTES = 128 * 2**20  # the episode summaries kept and listed (estimated, see row_bytes)
 SCAN_BUDGET_BYTES = 512 * 2**20  # decompressed bytes one listing reads; what is left waits for the next
-MAX_METRICS_BYTES = 4 * 2**20  # of metrics.jsonl one /api/metrics answer reads (the page asks again)
+MAX_METRICS_BYTES = 2 * 2**20  # of metrics.jsonl one /api/metrics answer reads (the page asks again)
 MAX_METRICS_LINE = 2**20  # one line of metrics.jsonl
 READERS = 2  # requests reading the run folder at once (each within the budgets above)
 
