@@ -150,3 +150,97 @@ def test_average_weights_are_checked_and_an_unreached_state_takes_the_plain_mean
     always = {k: 1.0 for k in CAUTIOUS}  # bets first: never reaches 'cpb'
     avg = average_policy(KUHN, [table(always), table(always | {"0pb": 0.0})], [1.0, 1.0])
     assert avg.action_probability_array[avg.state_lookup["0pb"]] == pytest.approx([0.5, 0.5])
+
+
+# ------------------------------------------------------------------ the table, the size check, the values
+def test_the_table_asks_each_seat_its_prompt_and_leaves_illegal_actions_at_zero() -> None:
+    from arena.games.openspiel.env import observe, render
+    from arena.games.openspiel.exact import tabular_policy
+
+    asked = []
+
+    def answer(queries):
+        asked.extend(queries)
+        return [[1.0 / len(q.actions)] * len(q.actions) for q in queries]
+
+    config = OpenSpielConfig(game="leduc_poker")
+    t = tabular_policy(config, answer)
+    assert len(asked) == len(t.states) == 936
+    for q, state in zip(asked, t.states, strict=True):
+        p = state.current_player()
+        obs = observe("leduc_poker", state, p)
+        assert (q.seat, q.actions, q.messages, q.observation) == (f"player_{p}", obs.legal, render(obs), obs)
+        row = t.action_probability_array[t.state_lookup[state.information_state_string()]]
+        assert row[list(obs.legal_ids)] == pytest.approx([1 / len(obs.legal_ids)] * len(obs.legal_ids))
+        assert row.sum() == pytest.approx(1.0)  # nothing on the illegal actions (Fold where there is no bet)
+    assert any(len(q.actions) == 2 for q in asked)
+
+
+@pytest.mark.parametrize("bad", [[0.5], [0.5, 0.6], [1.2, -0.2], [float("nan"), 1.0], [0.5, 0.5 + 2e-6], "ragged"])
+def test_bad_answers_are_one_line_value_errors(bad) -> None:
+    from arena.games.openspiel.exact import tabular_policy
+
+    with pytest.raises(ValueError) as e:
+        tabular_policy(OpenSpielConfig(), lambda qs: [[0.5, 0.5] for _ in qs[:-1]] if bad == "ragged" else [bad for _ in qs])
+    assert "\n" not in str(e.value)
+    if bad != "ragged":
+        assert f"must be 2 numbers summing to 1, got {bad!r}" in str(e.value)
+    assert tabular_policy(OpenSpielConfig(), lambda qs: [[0.5, 0.5 + 5e-7] for _ in qs]) is not None  # within 1e-6
+
+
+def test_the_size_check_counts_information_states_and_stops_past_the_limit() -> None:
+    from arena.games.openspiel.exact import TooLarge, count_info_states
+
+    assert count_info_states(KUHN, 12) == 12
+    assert count_info_states(pyspiel.load_game("leduc_poker"), 936) == 936
+    with pytest.raises(TooLarge) as e:
+        count_info_states(KUHN, 11)
+    assert str(e.value) == ("kuhn_poker() has more than 11 information states (or 550 histories) to enumerate; exact "
+                            "exploitability is for small games such as kuhn_poker and leduc_poker (raise "
+                            "game.exploitability_max_states to try anyway)")
+
+
+def test_exploitability_only_for_two_player_zero_sum_and_the_reference_points() -> None:
+    from open_spiel.python.algorithms import exploitability
+
+    from arena.games.openspiel.exact import exploitability_of, policy_exploitability
+
+    three = pyspiel.load_game("kuhn_poker", {"players": 3})
+    uniform = os_policy.UniformRandomPolicy(three)
+    assert exploitability_of(three, uniform) == {"nash_conv": pytest.approx(exploitability.nash_conv(three, uniform))}
+    values = policy_exploitability(OpenSpielConfig(), lambda qs: [[0.5, 0.5] for _ in qs])
+    assert values["exploitability"] == values["exploitability_uniform"] == pytest.approx(0.4583333, abs=1e-6)
+    assert values["nash_conv"] == values["nash_conv_uniform"] == pytest.approx(2 * 0.4583333, abs=2e-6)
+    assert 0 <= values["exploitability_cfr"] < 1e-3 and values["nash_conv_cfr"] == pytest.approx(2 * values["exploitability_cfr"])
+    assert sorted(values) == ["exploitability", "exploitability_cfr", "exploitability_uniform", "nash_conv",
+                              "nash_conv_cfr", "nash_conv_uniform"]
+
+
+def test_own_reach_is_the_product_of_the_players_own_moves_in_three_player_kuhn() -> None:
+    from arena.games.openspiel.exact import own_reach
+
+    game = pyspiel.load_game("kuhn_poker", {"players": 3})
+    t = os_policy.TabularPolicy(game)
+    rng = np.random.default_rng(0)
+    t.action_probability_array = rng.dirichlet([1.0, 1.0], size=len(t.states))
+    x = own_reach(game, t)
+    for row, state in enumerate(t.states):
+        p, replay, expected = state.current_player(), game.new_initial_state(), 1.0
+        for action in state.history():
+            if not replay.is_chance_node() and replay.current_player() == p:
+                expected *= t.action_probability_array[t.state_lookup[replay.information_state_string()], action]
+            replay.apply_action(action)
+        assert x[row] == pytest.approx(expected, abs=1e-12), state.information_state_string()
+
+
+def test_average_weights_default_to_equal_and_a_zero_weight_drops_a_policy() -> None:
+    from arena.games.openspiel.exact import average_policy
+
+    members = [table(CAUTIOUS), table(BLUFFER)]
+    np.testing.assert_allclose(average_policy(KUHN, members).action_probability_array,
+                               average_policy(KUHN, members, [2, 2]).action_probability_array, atol=1e-12)
+    np.testing.assert_allclose(average_policy(KUHN, members, [1, 0]).action_probability_array,
+                               members[0].action_probability_array, atol=1e-12)
+    for bad in ([1.0], [1.0, float("nan")], [1.0, float("inf")]):
+        with pytest.raises(ValueError, match="weights must be 2 non-negative numbers"):
+            average_policy(KUHN, members, bad)

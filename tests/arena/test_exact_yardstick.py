@@ -118,3 +118,22 @@ def test_each_information_state_gets_its_own_answer() -> None:
                                                           for q in qs])
     assert (table.action_probability_array == reference.action_probability_array).all()
     assert exploitability.nash_conv(game, table) == pytest.approx(exploitability.nash_conv(game, reference), abs=1e-12)
+
+
+def test_other_games_show_the_board_or_openspiels_string() -> None:
+    ttt = pyspiel.load_game("tic_tac_toe").new_initial_state()
+    ttt.apply_action(4)
+    assert describe("tic_tac_toe", ttt, 1) == "Board (rows 0-2, columns 0-2; '.' is empty):\n...\n.x.\n..."
+    leduc = pyspiel.load_game("leduc_poker").new_initial_state()
+    leduc.apply_action(0)
+    leduc.apply_action(1)
+    assert describe("leduc_poker", leduc, 0) == ("Your information state (OpenSpiel's string): "
+                                                 + leduc.information_state_string(0))
+    kuhn = pyspiel.load_game("kuhn_poker").new_initial_state()
+    kuhn.apply_action(0)
+    kuhn.apply_action(1)
+    assert describe("leduc_poker", kuhn, 0) == "Your information state (OpenSpiel's string): 0"  # by name, not shape
+    liars = pyspiel.load_game("liars_dice").new_initial_state()
+    liars.apply_action(0)
+    liars.apply_action(0)
+    assert describe("liars_dice", liars, 0) == "Your information state (OpenSpiel's string): " + liars.information_state_string(0)

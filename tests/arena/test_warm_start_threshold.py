@@ -39,3 +39,20 @@ def test_threshold_picks_role_then_first_matching_seat_pattern() -> None:
     assert threshold({"solver": 1.0, "a": 2.0}, "a", "solver") == 1.0
     assert threshold({"x*": 3.0, "a*": 2.0, "*": 1.0}, "a_1", "solver") == 2.0
     assert threshold({"x": 3.0}, "a", "solver") is None
+
+
+def test_the_other_filters_phases_validity_seats_and_length() -> None:
+    turns = [Turn(index=0, seat="a", role="r", phase="bid", messages=[], completion="bid-ok"),
+             Turn(index=1, seat="a", role="r", phase="play", messages=[], completion="invalid", valid=False),
+             Turn(index=2, seat="a", role="r", phase="play", messages=[], completion="retried", retried=True),
+             Turn(index=3, seat="b", role="r", phase="play", messages=[], completion="long", finish_reason="length"),
+             Turn(index=4, seat="z", role="r", phase="play", messages=[], completion="no-return"),
+             Turn(index=5, seat="a", role="r", phase="play", messages=[], completion="last")]
+    ep = Episode(episode_id="e", game="g", turns=turns, rewards={"a": 1.0, "b": 1.0})
+    got = episode_turns([ep], BotsSource(source="bots"), ["*"])
+    assert [(c, ph, ends) for _, c, ph, _, ends in got] == [
+        ("bid-ok", "bid", True), ("long", "play", False), ("no-return", "play", True), ("last", "play", True)]
+    got = episode_turns([ep], BotsSource(source="bots", phases=["play"], valid_only=False), ["a", "z"])
+    assert [c for _, c, *_ in got] == ["invalid", "retried", "no-return", "last"]
+    got = episode_turns([ep], BotsSource(source="bots", min_reward=0.0), ["*"])
+    assert [c for _, c, *_ in got] == ["bid-ok", "long", "last"]  # a seat with no return never reaches a bar

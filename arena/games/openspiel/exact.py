@@ -275,9 +275,8 @@ def best_response_table(game: Any, policy: Any) -> Any:
     table.action_probability_array[:] = 0.0
     for row, state in enumerate(table.states):
         player = state.current_player()
-        table.action_probability_array[row, responders[player].best_response_action(state.information_state_string(player)
-                                       if game.get_type().provides_information_state_string
-                                       else state.observation_string(player))] = 1.0
+        best = responders[player].best_response_action(state.information_state_string(player))
+        table.action_probability_array[row, best] = 1.0
     return table
 
 
