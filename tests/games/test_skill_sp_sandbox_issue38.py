@@ -117,9 +117,16 @@ class RunProcesses:
         """The runs' interpreters still alive ``within_s`` after the runs returned (a pidfd polls readable at exit)."""
         deadline, alive = time.monotonic() + within_s, list(self.pidfds)
         while alive and time.monotonic() < deadline:
-            alive = [pid for pid, fd in self.pidfds.items() if not select.select([fd], [], [], 0)[0]]
+            alive = [pid for pid, fd in self.pidfds.items() if not exited(fd)]
             time.sleep(0.02)
         return alive
+
+
+def exited(pidfd: int) -> bool:
+    """A pidfd polls readable once its process has exited."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 # The attack of finding 1: no death signal, no run token in /proc/PID/cmdline, then sleep past the wall.

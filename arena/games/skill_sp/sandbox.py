@@ -578,13 +578,16 @@ class _Child:
         return None
 
     def exited(self) -> bool:
-        return self.pidfd is None or bool(select.select([self.pidfd], [], [], 0)[0])
+        return self.pidfd is None or _readable(self.pidfd, 0.0)
 
     def over(self, limits: Limits) -> str | None:
         """The limit the run is past ("files" or "processes"), else None."""
         if self.tmp is not None:
-            st = os.fstatvfs(self.tmp)
-            self.most = max(self.most, st.f_files - st.f_ffree)
+            try:
+                st = os.fstatvfs(self.tmp)
+            except OSError:  # not seen on Linux for an open descriptor; never a reason to raise
+                st = None
+            self.most = max(self.most, st.f_files - st.f_ffree if st else 0)
             if self.most > limits.tmp_files:
                 return "files"
         if self.proc is not None:
@@ -611,11 +614,18 @@ class _Child:
         """SIGKILL the run (whatever it did), wait until it has exited, release the descriptors."""
         self.kill()
         if self.pidfd is not None:
-            select.select([self.pidfd], [], [], within_s)
+            _readable(self.pidfd, within_s)
         for fd in (self.pidfd, self.proc, self.tmp):
             if fd is not None:
                 os.close(fd)
         self.pidfd = self.proc = self.tmp = None
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` polls readable (or hung up) within ``timeout_s``; poll, not select: any fd number."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout_s * 1000))))
 
 
 def _read_until(fd: int, deadline: float, want: int | None = None) -> bytes | None:
@@ -625,7 +635,7 @@ def _read_until(fd: int, deadline: float, want: int | None = None) -> bytes | No
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        if not select.select([fd], [], [], left)[0]:
+        if not _readable(fd, left):
             continue
         chunk = os.read(fd, 4096 if want is None else want - len(data))
         if not chunk:
