@@ -75,6 +75,12 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/household/world.py": ("arena.games.household.world.*",),
     "arena/games/household/tasks.py": ("arena.games.household.tasks.x_satisfied__mutmut_*", "arena.games.household.tasks.x_draw_world_id__mutmut_*"),
     "arena/games/household/actions.py": ("arena.games.household.actions.*",),
+    # The exact yardstick (#34): the pure parts the fast tests reach; model_action_probs needs a model
+    # (tests/arena/test_exact_model.py checks it on a tiny one, too slow per mutant).
+    "arena/loop/exact.py": ("arena.loop.exact.x_normalise__mutmut_*", "arena.loop.exact.x_action_ids__mutmut_*"),
+    "arena/games/openspiel/rules.py": ("arena.games.openspiel.rules.x_describe__mutmut_*",),
+    "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
+    "arena/loop/warm_start.py": ("arena.loop.warm_start.x_threshold__mutmut_*", "arena.loop.warm_start.x_episode_turns__mutmut_*"),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
@@ -237,6 +243,26 @@ EQUIVALENT: set[str] = {
     "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_59",
     # A missing pass_rate 0.0 -> 1.0: the gate 4p(1-p) is 0 at both.
     "arena.learners.auso.xǁAusoUtiliseǁaction_weights__mutmut_43",
+    # --- the exact yardstick (#34)
+    # action_ids: encode(text, add_special_tokens=False) -> True / the default: SmolLM2's tokenizer adds
+    # no special token to a plain encode.
+    "arena.loop.exact.x_action_ids__mutmut_6",
+    "arena.loop.exact.x_action_ids__mutmut_7",
+    # describe: set(raw[1:]) -> set(raw[2:]) / set("XXpbXX"): a Kuhn information state is a card digit and
+    # p/b moves, so both tests agree on every string OpenSpiel writes.
+    "arena.games.openspiel.rules.x_describe__mutmut_13",
+    "arena.games.openspiel.rules.x_describe__mutmut_16",
+    # average_policy: the weights are normalised (w / w.sum()), so a default of 1.0 * K or 2.0 / K per
+    # policy, or an int dtype, gives the same w; einsum subscripts in upper case are the same contraction.
+    *(f"arena.games.openspiel.exact.x_average_policy__mutmut_{i}" for i in (8, 9, 12, 14, 44, 55, 64)),
+    # expected_results: p > 0 -> p >= 0 also walks branches of probability 0, which add 0; the returns and
+    # the sum are floats whatever dtype asarray is given.
+    *(f"arena.games.openspiel.exact.x_expected_results__mutmut_{i}" for i in (3, 5, 21, 24, 26)),
+    # tabular_policy: probabilities are floats with or without dtype=float; |sum - 1| > 1e-6 -> >= 1e-6
+    # differs only at exactly 1e-6, which no float sum of the tests' answers hits.
+    *(f"arena.games.openspiel.exact.x_tabular_policy__mutmut_{i}" for i in (45, 47, 59)),
+    # count_info_states: a chance node's legal_actions() are its chance outcomes' actions.
+    "arena.games.openspiel.exact.x_count_info_states__mutmut_25",
 }
 
 #: Mutants that only a test needing the bubblewrap sandbox can reach (it costs seconds per
