@@ -175,3 +175,9 @@ def test_tiny_model_run_stops_checkpoints_and_says_why(tiny_model_dir: Path, tmp
     assert "no new best (min) in 1 evaluations" in stopped["reason"]
     assert f"stopped at step 2: {stopped['reason']}" in capsys.readouterr().out
     assert [int(p.name.split("_")[-1]) for p in list_checkpoints(tmp_path)] == [2]
+
+
+def test_the_reason_names_the_best_that_counted() -> None:
+    """With min_delta, the best is the last value that beat the one before by more than min_delta."""
+    stop = decide([rule(patience=2, mode="min", min_delta=0.05)], {KEY: [0.5, 0.46, 0.455]})
+    assert stop is not None and "best 0.5, last 0.455" in stop.reason

@@ -83,8 +83,9 @@ class Stop:
     reason: str
 
 
-def evals_since_best(values: Sequence[float], mode: str, min_delta: float = 0.0) -> int:
-    """Evaluations after the one that set the best value (``values`` in order; NaN never improves)."""
+def track_best(values: Sequence[float], mode: str, min_delta: float = 0.0) -> tuple[int, float]:
+    """``(evaluations since the best, the best)`` over ``values`` in order: a value is a new best when it
+    beats the best so far by more than ``min_delta`` (lower for ``min``, higher for ``max``); NaN never is."""
     best, since = math.nan, 0
     for v in values:
         better = v < best - min_delta if mode == "min" else v > best + min_delta
@@ -92,7 +93,12 @@ def evals_since_best(values: Sequence[float], mode: str, min_delta: float = 0.0)
             best, since = v, 0
         else:
             since += 1
-    return since
+    return since, best
+
+
+def evals_since_best(values: Sequence[float], mode: str, min_delta: float = 0.0) -> int:
+    """Evaluations after the one that set the best value (:func:`track_best`)."""
+    return track_best(values, mode, min_delta)[0]
 
 
 def decide(rules: Sequence[StopRule], history: Mapping[str, Sequence[float]]) -> Stop | None:
@@ -109,9 +115,8 @@ def decide(rules: Sequence[StopRule], history: Mapping[str, Sequence[float]]) ->
             return Stop(i, name, last, f"{name} = {last:.6g} <= {rule.at_most:g} (train.stop_when.{i})")
         if rule.at_least is not None and last >= rule.at_least:
             return Stop(i, name, last, f"{name} = {last:.6g} >= {rule.at_least:g} (train.stop_when.{i})")
-        if rule.patience is not None and evals_since_best(values, rule.mode or "min", rule.min_delta) >= rule.patience:
-            best = (min if rule.mode == "min" else max)(v for v in values if not math.isnan(v)) if any(
-                not math.isnan(v) for v in values) else math.nan
+        since, best = track_best(values, rule.mode or "min", rule.min_delta)
+        if rule.patience is not None and since >= rule.patience:
             return Stop(i, name, last, f"{name}: no new best ({rule.mode}) in {rule.patience} evaluations; best "
                         f"{best:.6g}, last {last:.6g} (train.stop_when.{i})")
     return None
