@@ -47,6 +47,10 @@ SETS = [
 ]
 TURN_FIELDS = ("seat", "role", "phase", "completion", "completion_ids", "action", "valid", "reward")
 TIMING = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s")
+#: How the samples were cut into micro-batches: bookkeeping, not the update. Prefix-aware packing (issue #35,
+#: arena/learners/prefix.py) packs rows that open alike together, so the count changed (2 -> 1 at step 1);
+#: micro-batched equals full-batch, and every loss, KL and statistic below is still held to 1e-6.
+PACKING = ("micro_batches",)
 
 
 def summarise(run: Path) -> dict:
@@ -69,10 +73,13 @@ def test_spy_training_matches_the_pre_refactor_golden_run(tmp_path: Path) -> Non
     now = summarise(run)
     assert now["episodes"] == golden["episodes"], "the same seeds no longer give the same episodes"
     assert len(now["metrics"]) == len(golden["metrics"])
+    differ = []
     for want, got in zip(golden["metrics"], now["metrics"], strict=True):
         for key, value in want.items():
             assert key in got, f"metric {key} is gone"
-            if isinstance(value, float):
-                assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-6), key
-            else:
-                assert got[key] == value, key
+            if key in PACKING:
+                continue
+            same = got[key] == pytest.approx(value, rel=1e-6, abs=1e-6) if isinstance(value, float) else got[key] == value
+            if not same:
+                differ.append(f"step {want['step']} {key}: {value} -> {got[key]}")
+    assert not differ, differ
