@@ -81,6 +81,8 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/openspiel/rules.py": ("arena.games.openspiel.rules.x_describe__mutmut_*",),
     "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
     "arena/loop/warm_start.py": ("arena.loop.warm_start.x_threshold__mutmut_*", "arena.loop.warm_start.x_episode_turns__mutmut_*"),
+    "arena/loop/stop.py": tuple(f"arena.loop.stop.{f}__mutmut_*" for f in (
+        "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
@@ -263,6 +265,9 @@ EQUIVALENT: set[str] = {
     *(f"arena.games.openspiel.exact.x_tabular_policy__mutmut_{i}" for i in (45, 47, 59)),
     # count_info_states: a chance node's legal_actions() are its chance outcomes' actions.
     "arena.games.openspiel.exact.x_count_info_states__mutmut_25",
+    # stop.decide: track_best reads every mode but "min" as max, so "max" -> "XXmaxXX" / "MAX" is the same.
+    "arena.loop.stop.x_decide__mutmut_48",
+    "arena.loop.stop.x_decide__mutmut_49",
 }
 
 #: Mutants that only a test needing the bubblewrap sandbox can reach (it costs seconds per

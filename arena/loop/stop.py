@@ -83,7 +83,7 @@ class Stop:
     reason: str
 
 
-def track_best(values: Sequence[float], mode: str, min_delta: float = 0.0) -> tuple[int, float]:
+def track_best(values: Sequence[float], mode: str, min_delta: float) -> tuple[int, float]:
     """``(evaluations since the best, the best)`` over ``values`` in order: a value is a new best when it
     beats the best so far by more than ``min_delta`` (lower for ``min``, higher for ``max``); NaN never is."""
     best, since = math.nan, 0
@@ -115,8 +115,10 @@ def decide(rules: Sequence[StopRule], history: Mapping[str, Sequence[float]]) ->
             return Stop(i, name, last, f"{name} = {last:.6g} <= {rule.at_most:g} (train.stop_when.{i})")
         if rule.at_least is not None and last >= rule.at_least:
             return Stop(i, name, last, f"{name} = {last:.6g} >= {rule.at_least:g} (train.stop_when.{i})")
-        since, best = track_best(values, rule.mode or "min", rule.min_delta)
-        if rule.patience is not None and since >= rule.patience:
+        if rule.patience is None:
+            continue
+        since, best = track_best(values, "max" if rule.mode == "max" else "min", rule.min_delta)
+        if since >= rule.patience:
             return Stop(i, name, last, f"{name}: no new best ({rule.mode}) in {rule.patience} evaluations; best "
                         f"{best:.6g}, last {last:.6g} (train.stop_when.{i})")
     return None
