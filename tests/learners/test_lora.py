@@ -57,7 +57,14 @@ def test_a_target_that_matches_no_layer_is_one_line(tiny: Any) -> None:
     cfg = LearnerConfig(lora={"target_modules": ["qq_proj"]}, beta=0.0)
     with pytest.raises(ValueError) as err:
         Learner(copy.deepcopy(tiny), cfg, PAD)
-    assert "\n" not in str(err.value) and "learner.lora.target_modules=['qq_proj']" in str(err.value)
+    assert "\n" not in str(err.value) and "learner.lora.target_modules: qq_proj match(es) no linear layer" in str(err.value)
+
+
+def test_one_misspelt_target_among_valid_ones_is_one_line(tiny: Any) -> None:
+    """peft refuses only when no name matches; one misspelt name among valid ones would train fewer layers silently."""
+    cfg = LearnerConfig(lora={"target_modules": ["q_proj", "v_prj"]}, beta=0.0)
+    with pytest.raises(ValueError, match=r"v_prj match\(es\) no linear layer"):
+        Learner(copy.deepcopy(tiny), cfg, PAD)
 
 
 def test_only_adapters_are_trainable_and_the_optimizer_holds_only_them(tiny: Any) -> None:
