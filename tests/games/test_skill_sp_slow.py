@@ -14,7 +14,7 @@ from arena.games.skill_sp.controller import SkillLibrary
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
     "game.probes=2", "game.solvers=2", "game.evolution.max_new_tokens=16", "policies.learner.sampling.max_new_tokens=16",
-    "policies.learner.phase_sampling.propose.max_new_tokens=32", "arena.policies.base.sampling.max_new_tokens=16",
+    "policies.learner.phase_sampling.propose.max_new_tokens=32", "policies.base.sampling.max_new_tokens=16",
     "runner.num_envs=2", "train.games_per_step=2", "train.steps=1", "train.checkpoint_every=1", "train.plot=false",
     "train.evals=[]",  # the held-out evaluation inside training has its own tests (tests/test_train_evals.py)
 ]  # fmt: skip
