@@ -121,7 +121,7 @@ def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
     from arena.policies.scripted import make_bot
 
     named = [(f"policies.{pname}.bot", spec.bot) for pname, spec in cfg.policies.items() if isinstance(spec, ScriptedSpec)]
-    if "bot" in cfg.play.model_fields_set:  # the default name "default" is only a default where a game has it
+    if cfg.play.bot != "default":  # "default" is only a default (a saved config.json writes it out), not every game's bot
         named.append(("play.bot", cfg.play.bot))
     named += [(f"train.league.bots.{i}", bot.removeprefix("scripted:")) for i, bot in enumerate(cfg.train.league.bots)]
     for where, bot in named:

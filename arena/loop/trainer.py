@@ -187,7 +187,7 @@ class Trainer:
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
-        before = self.canary_before(episodes) if samples else None  # no sample: the weights do not change
+        before = self.canary_before(episodes)
         if self.dist.active:
             learn_stats = self.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
         else:
@@ -200,8 +200,7 @@ class Trainer:
         if pipeline is not None:  # the last step the old weights play must be played first
             pipeline.before_sync(step)
         with pipeline.lock if pipeline is not None else contextlib.nullcontext():
-            if samples:  # an update with no sample changed no weight: nothing to push
-                self.sync_weights()
+            self.sync_weights()
             canary = self.sync_canary(before)
             t2 = time.perf_counter()
             summary = episode_summary(episodes)
