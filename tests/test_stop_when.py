@@ -69,25 +69,6 @@ def test_the_cli_exits_2_with_one_line() -> None:
 
 
 # ------------------------------------------------------------------ a run that stops (tiny model)
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A randomly initialised 2-layer model with SmolLM2's tokenizer (as tests/test_league.py's tiny_model)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from arena.core.models import resolve_model
-
-    source = resolve_model("smollm2-135m")
-    cfg = AutoConfig.from_pretrained(source)
-    cfg.update({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                "num_key_value_heads": 2, "head_dim": 8})
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny") / "model"
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
-
-
 def test_tiny_model_run_stops_checkpoints_and_says_why(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
     """The uniform reference point never improves: patience 1 stops the run at its first evaluation
     after step 0 (step 2 of 6), which is checkpointed; stdout and stopped.json say why."""

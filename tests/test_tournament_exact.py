@@ -65,25 +65,6 @@ def test_the_cli_exits_2_with_one_line(tmp_path: Path) -> None:
     assert "tic_tac_toe() has more than 20000 information states" in out.stderr
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A randomly initialised 2-layer model with SmolLM2's tokenizer (as tests/test_league.py's tiny_model)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from arena.core.models import resolve_model
-
-    source = resolve_model("smollm2-135m")
-    cfg = AutoConfig.from_pretrained(source)
-    cfg.update({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                "num_key_value_heads": 2, "head_dim": 8})
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny") / "model"
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
-
-
 def test_tiny_model_player_is_scored_by_its_exact_action_probabilities(tiny_model_dir: Path, tmp_path: Path) -> None:
     """A model player's table is its teacher-forced action distribution at its sampling temperature."""
     from arena.games.openspiel.exact import tabular_policy
