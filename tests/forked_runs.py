@@ -113,7 +113,7 @@ def _child(argv: list[str], log: str, fsize: int | None, stale: bool) -> None:
         if stale:  # the learner updates, the generator never hears of it
             import arena.loop.trainer
 
-            arena.loop.trainer.Trainer.sync_weights = lambda self: None  # type: ignore[method-assign]
+            arena.loop.trainer.Trainer.sync_weights = lambda self, force=False: None  # type: ignore[method-assign]
 
         try:
             run_cli(lambda: main(argv))

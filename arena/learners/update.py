@@ -123,6 +123,7 @@ class Learner:
         self.pad_id = pad_id
         self.temperature = temperature
         self.ref_model = ref_model
+        self.version = 0  # optimizer steps taken: which weights a synced generator holds
         if cfg.beta > 0 and ref_model is None:
             raise ValueError("learner.beta > 0 needs the frozen reference model")
         if cfg.lora is not None and not is_lora(model):  # adapters only: the base weights are frozen
@@ -396,6 +397,7 @@ class Learner:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def _optimizer_step(self) -> float:
+        self.version += 1  # the weights change: a generator that holds them needs a push (Trainer.sync_weights)
         if self.engine is not None:
             self.engine.step()
             norm = self.engine.get_global_grad_norm()

@@ -84,6 +84,7 @@ class Trainer:
         self.probe_env, self.state, self.runner, self.league = p.probe_env, p.state, p.runner, p.league
         self.warm, self.evals, self.episode_log = p.warm, p.evals, p.episode_log
         self.metrics_path = run_dir / "metrics.jsonl"
+        self._pushed: int | None = None  # the learner version the generator holds; None: never pushed
         if resume is not None:
             try:
                 checkpoint = find_checkpoint(resume)
@@ -187,7 +188,8 @@ class Trainer:
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
         t1 = time.perf_counter()
         samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
-        before = self.canary_before(episodes)
+        # No sample, weights unchanged: the generator already holds them, nothing to push or check.
+        before = self.canary_before(episodes) if samples or self._pushed != self.learner.version else None
         if self.dist.active:
             learn_stats = self.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
         else:
@@ -255,14 +257,17 @@ class Trainer:
                 if turn.probes and turn.policy == self.cfg.trainable:
                     turn.probe_ids = {k: chat_prompt_ids(self.tokenizer, m) for k, m in turn.probes.items()}
 
-    def sync_weights(self) -> None:
-        """Push the learner's weights into the generator (no-op when they share the model).
+    def sync_weights(self, force: bool = False) -> None:
+        """Push the learner's weights into the generator (no-op when they share the model, or when the
+        generator already holds them: a step with no sample changes no weight and costs no push).
+        ``force``: push anyway (after weights were loaded into the learner from a checkpoint).
 
         LoRA: a vLLM generator gets the adapter alone (saved to a fresh folder, served under a new
         name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (arena/learners/lora.py), so it
         generates at a plain model's speed, with no adapter matmuls per token."""
-        if shares_model(self.generator, self.learner.module):
+        if shares_model(self.generator, self.learner.module) or (self._pushed == self.learner.version and not force):
             return
+        self._pushed = self.learner.version
         from arena.learners.lora import is_lora, merged_state_dict
 
         gen_model = getattr(self.generator, "model", None)
@@ -367,7 +372,7 @@ class Trainer:
                                   f"max_staleness {self.staleness} needs {want}; resume with the run's own max_staleness")
         set_rng_state(rng)
         self.step = int(state["step"])
-        self.sync_weights()
+        self.sync_weights(force=True)
         if self.metrics_path.exists() and self.dist.main:  # drop rows written after the checkpoint
             kept = [line for line in self.metrics_path.read_text().splitlines() if line and _row_step(line) <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from arena.policies.base import Request, SamplingParams
 from arena.policies.hf import HFPolicy, row_seeds
@@ -137,8 +138,26 @@ def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
 
     first = rollout_gap(0)  # same weights: only float noise
     stale = rollout_gap(10)  # the learner moved at the first step; the generator did not
-    Trainer.sync_weights(SimpleNamespace(generator=generator, learner=learner))
+    trainer = SimpleNamespace(generator=generator, learner=learner, _pushed=None)
+    Trainer.sync_weights(trainer)
     synced = rollout_gap(20)  # synced after the second step, measured before the third
     print(f"logprob_gap: equal weights {first:.2e}, before sync {stale:.3f}, after sync {synced:.2e}")
     assert first < 1e-4 and synced < 1e-4
     assert stale > 100 * max(synced, 1e-6), "without the sync the generator is stale"
+
+    # The generator holds the learner's version: a sync with no optimizer step since pushes nothing
+    # (a step that trained no sample costs no push); a new optimizer step, or ``force``, pushes again.
+    Trainer.sync_weights(trainer)  # the learner moved at the third step
+    weight = next(generator.model.parameters())
+    with torch.no_grad():
+        weight.add_(1.0)  # a marker only a push would overwrite
+    learner.step([])
+    Trainer.sync_weights(trainer)
+    assert torch.equal(weight, next(learner.module.parameters()) + 1.0), "a no-sample step pushed weights"
+    Trainer.sync_weights(trainer, force=True)
+    assert torch.equal(weight, next(learner.module.parameters()))
+    with torch.no_grad():
+        weight.add_(1.0)
+    rollout_gap(30)
+    Trainer.sync_weights(trainer)
+    assert torch.equal(weight, next(learner.module.parameters())), "an update was not pushed"
