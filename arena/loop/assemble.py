@@ -20,6 +20,7 @@ from arena.core.distributed import SINGLE, Dist
 from arena.core.errors import ConfigError
 from arena.loop.canary import auto_max_gap
 from arena.loop.config import ArenaConfig
+from arena.learners.config import LearnerConfig
 from arena.learners.estimators import EstimatorStates
 from arena.learners.schedule import make_schedule
 from arena.learners.update import Learner
@@ -57,18 +58,29 @@ def precision_report(cfg: ArenaConfig) -> str:
 
 
 @dataclass
+class Trained:
+    """One trainable policy and what it owns: its generator, learner, samples' estimator states, weight
+    sync and canary. A run trains one per ``trainable: true`` policy, each on its own seats' turns only."""
+
+    name: str
+    generator: Any  # the policy's generation backend (one of the run's ``policies``)
+    tokenizer: Any
+    learner: Learner
+    learner_cfg: LearnerConfig  # the run's learner section with the policy's changes (estimators, lr, ...)
+    adapter_sync: AdapterFolders | None  # LoRA with a vLLM generator: adapter folders, else None
+    canary_max_gap: float | None
+    generator_dtype: str  # the canary rounds the learner's weights to it
+    estimator_states: EstimatorStates
+    pushed: int | None = None  # the learner version the generator holds (Learner.version); None: never pushed
+
+
+@dataclass
 class TrainerParts:
     """What a :class:`~arena.loop.trainer.Trainer` runs: every object it needs, built from the config."""
 
     policies: dict[str, Any]
-    generator: Any  # the trainable policy's generation backend (one of ``policies``)
-    tokenizer: Any
-    learner: Learner
-    adapter_sync: AdapterFolders | None  # LoRA with a vLLM generator: adapter folders, else None
+    trained: list[Trained]  # one per trainable policy, the config's first trainable policy first
     staleness: int  # train.async's max_staleness, 0 when rollouts are synchronous
-    canary_max_gap: float | None
-    generator_dtype: str  # the canary rounds the learner's weights to it
-    estimator_states: EstimatorStates
     schedule: Any
     probe_env: Any  # an env of the game: computes the step metrics
     state: Any  # the game's cross-episode state, or None
@@ -79,12 +91,25 @@ class TrainerParts:
     episode_log: Any
 
 
-def check_trainable(cfg: ArenaConfig) -> None:
-    """A trainable policy exists and some seat plays it (no model needed)."""
+def check_trainable(cfg: ArenaConfig, dist: Dist = SINGLE) -> None:
+    """A trainable policy exists and some seat plays each one (no model needed); what several trainable
+    policies do not support yet is refused in one line."""
     if cfg.trainable is None:
         raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
-    if cfg.trainable not in cfg.seat_table().values():
-        raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
+    for name in cfg.trainables:
+        if name not in cfg.seat_table().values():
+            raise ConfigError(f"seats: no seat plays the trainable policy {name!r}; map a pattern to it")
+    if len(cfg.trainables) > 1:
+        several = f"policies: {', '.join(cfg.trainables)} are all trainable"
+        unsupported = [("train.league", cfg.train.league.enabled), ("train.warm_start", cfg.train.warm_start is not None),
+                       ("train.async", bool(cfg.train.async_ and cfg.train.async_.max_staleness)),
+                       ("several ranks", dist.active)]
+        unsupported += [(f"policies.{n}.learner.backend deepspeed", cfg.learner_for(n).backend == "deepspeed")
+                        for n in cfg.trainables]
+        for what, on in unsupported:
+            if on:
+                raise ConfigError(f"{several}; {what} supports one trainable policy for now: turn it off or "
+                                  "train one policy (docs/guides/several-policies.md)")
 
 
 def check_async(cfg: ArenaConfig, dist: Dist) -> None:
@@ -104,27 +129,53 @@ def report_untrained_phases(cfg: ArenaConfig, env: Any) -> None:
               "(add them under learner.estimators)", file=sys.stderr)
 
 
-def build_learner(cfg: ArenaConfig, policies: dict[str, Any], store: Any, staleness: int, dist: Dist) -> tuple[Learner, Any]:
-    """The trainable policy's learner and tokenizer. An hf generator on the learner's device whose dtype
+def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int,
+                  dist: Dist) -> tuple[Learner, Any]:
+    """Trainable policy ``name``'s learner and tokenizer. An hf generator on the learner's device whose dtype
     is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
     master then starts from the generator's bf16 copy of the initial weights. With async rollouts
     (k >= 1) the generator plays while the learner updates: it needs its own copy."""
     from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
     from arena.loop.build import reference_model
 
-    generator = policies[cfg.trainable]
-    spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
+    generator = policies[name]
+    spec: ModelPolicySpec = cfg.policies[name]  # type: ignore[assignment]
     caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
-    learner_cfg = resolve_length_cap(resolve_precision(cfg.learner), max(caps))
-    if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == cfg.learner.device
+    learner_cfg = resolve_length_cap(resolve_precision(cfg.learner_for(name)), max(caps))
+    if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == learner_cfg.device
             and not staleness):
         model, tokenizer = generator.model, generator.tokenizer
     else:
         from arena.core.models import load_causal_lm
 
-        model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=cfg.learner.device)
-    ref = reference_model(cfg, policies, store, cfg.learner.device) if cfg.learner.beta > 0 else None
+        model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
+    ref = reference_model(cfg, policies, store, learner_cfg.device, name) if learner_cfg.beta > 0 else None
     return Learner(model, learner_cfg, tokenizer.pad_token_id, spec.sampling.temperature, ref, dist), tokenizer
+
+
+def build_trained(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int, dist: Dist,
+                  run_dir: Path) -> Trained:
+    """Trainable policy ``name``: its learner, adapter sync (LoRA with vLLM) and canary bound."""
+    generator = policies[name]
+    spec: ModelPolicySpec = cfg.policies[name]  # type: ignore[assignment]
+    learner, tokenizer = build_learner(cfg, name, policies, store, staleness, dist)
+    adapter_sync = None
+    if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
+        from arena.learners.lora import set_base_name
+
+        set_base_name(learner.module, portable_model_name(spec.model))
+        if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
+            folder = ".adapter_sync" if name == cfg.trainable else f".adapter_sync/{name}"
+            adapter_sync = AdapterFolders(run_dir / folder)
+    bound = cfg.train.sync_canary_max_gap
+    # Either side in bf16 leaves a bf16-sized gap after a correct sync.
+    sides = "float32" if spec.resolved_dtype == learner.cfg.param_dtype == "float32" else "bfloat16"
+    learner_cfg = cfg.learner_for(name)
+    return Trained(
+        name=name, generator=generator, tokenizer=tokenizer, learner=learner, learner_cfg=learner_cfg,
+        adapter_sync=adapter_sync, canary_max_gap=auto_max_gap(sides) if bound == "auto" else bound,
+        generator_dtype=spec.resolved_dtype, estimator_states=EstimatorStates(learner_cfg.estimators),
+    )
 
 
 def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE) -> TrainerParts:
@@ -134,26 +185,14 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     from arena.loop.build import ModelStore, build_policies, build_runner, league_policy, sampling_table
     from arena.loop.loggers import check_installed, check_reachable
 
-    check_trainable(cfg)
+    check_trainable(cfg, dist)
     check_installed(cfg.train.loggers)  # before any model loads
     check_reachable(cfg.train.loggers)
     staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
     check_async(cfg, dist)
     store = ModelStore()
     policies = build_policies(cfg, store=store)
-    generator = policies[cfg.trainable]
-    spec: ModelPolicySpec = cfg.policies[cfg.trainable]  # type: ignore[assignment]
-    learner, tokenizer = build_learner(cfg, policies, store, staleness, dist)
-    adapter_sync = None
-    if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
-        from arena.learners.lora import set_base_name
-
-        set_base_name(learner.module, portable_model_name(spec.model))
-        if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
-            adapter_sync = AdapterFolders(run_dir / ".adapter_sync")
-    bound = cfg.train.sync_canary_max_gap
-    # Either side in bf16 leaves a bf16-sized gap after a correct sync.
-    sides = "float32" if spec.resolved_dtype == learner.cfg.param_dtype == "float32" else "bfloat16"
+    trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir) for name in cfg.trainables]
     env = cfg.game.make_env()  # also computes the game's step metrics
     state = env.make_state()
     runner = build_runner(cfg, policies, state=state)
@@ -181,12 +220,11 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
         from arena.view.record import EpisodeLog
 
         group_by = {phase: list(est.group_by) for phase, est in cfg.learner.estimators.items()}
-        episode_log = EpisodeLog(run_dir, cfg.train.episodes_max_mb, tokenizer, cfg.trainable, group_by, fresh=resume is None)
+        episode_log = EpisodeLog(run_dir, cfg.train.episodes_max_mb, trained[0].tokenizer, cfg.trainable, group_by,
+                                 fresh=resume is None)
     return TrainerParts(
-        policies=policies, generator=generator, tokenizer=tokenizer, learner=learner, adapter_sync=adapter_sync,
-        staleness=staleness, canary_max_gap=auto_max_gap(sides) if bound == "auto" else bound,
-        generator_dtype=spec.resolved_dtype, estimator_states=EstimatorStates(cfg.learner.estimators),
-        schedule=make_schedule(cfg.train.schedule, list(cfg.learner.estimators)), probe_env=env, state=state,
+        policies=policies, trained=trained, staleness=staleness,
+        schedule=make_schedule(cfg.train.schedule, list(dict.fromkeys(p for t in trained for p in t.learner_cfg.estimators))), probe_env=env, state=state,
         runner=runner, league=league, warm=warm, evals=evals, episode_log=episode_log,
     )
 

@@ -166,13 +166,17 @@ def sampling_table(cfg: ArenaConfig) -> SamplingFn:
     return params
 
 
-def reference_model(cfg: ArenaConfig, policies: dict[str, Policy], store: ModelStore, device: str) -> Any:
-    """The frozen KL reference: a named policy's model, a frozen seat model on the trainable
-    model (``auto``), or else a float32 copy of the trainable policy's initial weights."""
+def reference_model(
+    cfg: ArenaConfig, policies: dict[str, Policy], store: ModelStore, device: str, name: str | None = None
+) -> Any:
+    """The frozen KL reference of trainable policy ``name`` (default: the first): a named policy's model,
+    a frozen seat model on the trainable model (``auto``), or else a float32 copy of its initial weights
+    (one copy per base model, shared by every trainable policy on that base)."""
     from arena.core.models import resolve_model
 
-    choice = cfg.learner.reference
-    trainable = cfg.policies[cfg.trainable]  # type: ignore[index]
+    name = name or cfg.trainable
+    choice = cfg.learner_for(name).reference  # type: ignore[arg-type]
+    trainable = cfg.policies[name]  # type: ignore[index]
     if choice != "auto":
         spec = cfg.policies.get(choice)
         if not isinstance(spec, ModelPolicySpec) or spec.trainable or spec.backend != "hf":
@@ -180,9 +184,9 @@ def reference_model(cfg: ArenaConfig, policies: dict[str, Policy], store: ModelS
                               f"{', '.join(n for n, s in cfg.policies.items() if isinstance(s, ModelPolicySpec) and not s.trainable and s.backend == 'hf') or '(none)'}")
         return store.get(spec.model, spec.resolved_dtype, spec.device)[0]
     target = resolve_model(trainable.model)
-    for name, spec in cfg.policies.items():
+    for other, spec in cfg.policies.items():
         if (isinstance(spec, ModelPolicySpec) and not spec.trainable and spec.backend == "hf"
-                and name in policies and resolve_model(spec.model) == target):
+                and other in policies and resolve_model(spec.model) == target):
             return store.get(spec.model, spec.resolved_dtype, spec.device)[0]
     return store.get(trainable.model, "float32", device)[0]
 

@@ -111,7 +111,7 @@ def canary_stats(gen: Sequence[Sequence[float]], after: Sequence[Sequence[float]
             "sync/canary_update": mean_abs_gap(after, before)}
 
 
-def check_gap(gap: float, max_gap: float | None, step: int) -> None:
+def check_gap(gap: float, max_gap: float | None, step: int, who: str = "") -> None:
     """Raise :class:`StaleWeights` (one line) when ``gap`` exceeds ``max_gap``; ``None`` never raises.
 
     Only the bound stops a run. A relative test (stop when the generator is nearer the learner's
@@ -120,11 +120,11 @@ def check_gap(gap: float, max_gap: float | None, step: int) -> None:
     0.064 before, an update of 0.115, on the step's 2 shortest turns, a few tokens each), since bf16
     kernels differ per token by as much as a small update moves. ``sync/canary_gap_before`` and
     ``sync/canary_update`` stay logged: a stale generator shows a gap near the update's size and a
-    small gap before."""
+    small gap before. ``who``: which policy's canary (``"policies.<name>: "`` when several are trained)."""
     if max_gap is None or gap <= max_gap:  # a NaN gap (broken weights) fails too
         return
     raise StaleWeights(
-        f"weight-sync canary: after the step-{step} sync the generator's logprobs differ from the learner's by "
+        f"weight-sync canary: {who}after the step-{step} sync the generator's logprobs differ from the learner's by "
         f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
         "wrongly loaded weights; the run stopped"
     )

@@ -25,9 +25,7 @@ if TYPE_CHECKING:
 
 def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     """Cross-checks between sections and against what the game declares (one line each)."""
-    trainable = [n for n, p in cfg.policies.items() if isinstance(p, ModelPolicySpec) and p.trainable]
-    if len(trainable) > 1:
-        raise ConfigError(f"{origin}: policies: {', '.join(trainable)} are all trainable; one policy is trained")
+    check_policy_learners(cfg, origin)
     for pattern, name in cfg.seats.items():
         if name not in cfg.policies and shorthand_policy(name) is None:
             known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
@@ -62,6 +60,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
             raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
+    check_trainable_seats(cfg, list(env.possible_agents), origin)
     check_probes_and_metrics(cfg, env, origin)
     phases = tuple(getattr(env, "phases", ()) or ())
     if not phases:
@@ -75,6 +74,39 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     for where, phase in named:
         if phase not in phases:
             raise ConfigError(f"{origin}: {where}: the game has no phase {phase!r}; its phases: {', '.join(phases)}")
+
+
+def check_policy_learners(cfg: ArenaConfig, origin: str = "config") -> None:
+    """A policy's ``learner:`` changes belong to a trainable policy and make a valid learner section."""
+    from arena.learners.config import LearnerConfig
+
+    for name, spec in cfg.policies.items():
+        if not isinstance(spec, ModelPolicySpec) or not spec.learner:
+            continue
+        if not spec.trainable:
+            raise ConfigError(f"{origin}: policies.{name}.learner: only a trainable policy has a learner; "
+                              f"set policies.{name}.trainable: true or remove its learner section")
+        unknown = sorted(set(spec.learner) - set(LearnerConfig.model_fields))
+        if unknown:
+            raise ConfigError(f"{origin}: policies.{name}.learner.{unknown[0]}: not a learner setting; valid: "
+                              f"{', '.join(LearnerConfig.model_fields)}")
+        try:
+            cfg.learner_for(name)
+        except ValidationError as e:
+            raise ConfigError(f"{origin}: {format_validation_error(e, f'policies.{name}.learner')}") from None
+
+
+def check_trainable_seats(cfg: ArenaConfig, seats: list[str], origin: str = "config") -> None:
+    """Each trainable policy plays at least one of the game's seats (the first matching pattern decides)."""
+    from arena.runner import SeatMap
+
+    table = SeatMap(cfg.seat_table())
+    played = {table.policy_for(seat) for seat in seats}
+    for name in cfg.trainables:
+        if name not in played:
+            raise ConfigError(f"{origin}: policies.{name}: trainable, but no seat plays it (seats: "
+                              f"{', '.join(f'{p}: {q}' for p, q in cfg.seat_table().items())}; the first matching "
+                              f"pattern wins); map one of the game's seats ({', '.join(seats)}) to it")
 
 
 def _settings_fields(model: BaseModel, prefix: str) -> list[tuple[str, str, Any]]:

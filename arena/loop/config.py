@@ -170,9 +170,22 @@ class ArenaConfig(BaseModel):
 
     @property
     def trainable(self) -> str | None:
-        """Name of the trainable policy, if any."""
-        names = [n for n, p in self.policies.items() if isinstance(p, ModelPolicySpec) and p.trainable]
+        """Name of the (first) trainable policy, if any: the primary one when several are trained."""
+        names = self.trainables
         return names[0] if names else None
+
+    @property
+    def trainables(self) -> list[str]:
+        """Names of every trainable policy, in the order the config lists them."""
+        return [n for n, p in self.policies.items() if isinstance(p, ModelPolicySpec) and p.trainable]
+
+    def learner_for(self, name: str) -> LearnerConfig:
+        """The learner section of trainable policy ``name``: the run's ``learner`` with the policy's
+        ``learner:`` changes (top-level keys replace the run's). Raises pydantic's ValidationError."""
+        spec = self.policies[name]
+        if not isinstance(spec, ModelPolicySpec) or not spec.learner:
+            return self.learner
+        return LearnerConfig.model_validate(self.learner.model_dump(by_alias=True) | spec.learner)
 
     @property
     def run_dir(self) -> str:
@@ -318,6 +331,34 @@ def default_config_path(name: str) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
+def duplicate_key(text: str) -> tuple[int, str, str] | None:
+    """The first key given twice in one mapping of a YAML text: (its second line, the dotted path of the
+    mapping, the key); None when every key is unique (PyYAML itself keeps the last one silently)."""
+    def walk(node: yaml.Node, where: str) -> tuple[int, str, str] | None:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value)
+                if isinstance(key, yaml.ScalarNode) and name in seen:
+                    return key.start_mark.line + 1, where, name
+                seen.add(name)
+                found = walk(value, f"{where}.{name}" if where else name)
+                if found:
+                    return found
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                found = walk(item, f"{where}.{i}")
+                if found:
+                    return found
+        return None
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None  # safe_load has already said what is wrong
+    return walk(root, "") if root is not None else None
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaConfig:
     """Read a YAML file, apply ``--set`` overrides, validate."""
     given = str(path)
@@ -338,6 +379,11 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaCo
         where = f" line {mark.line + 1}" if mark else ""
         problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, even for a NUL byte
         raise ConfigError(f"{shown}:{where} not valid YAML ({problem})") from None
+    twice = duplicate_key(path.read_text(encoding="utf-8"))
+    if twice is not None:
+        line, where, key = twice
+        raise ConfigError(f"{shown}: line {line}: {where + ': ' if where else ''}{key!r} is given twice; YAML would "
+                          "keep the last silently (for seats: a seat given two policies); give each key once")
     raw = raw if raw is not None else {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{shown}: expected a mapping of sections, got {type(raw).__name__}")

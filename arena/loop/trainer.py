@@ -33,7 +33,7 @@ from arena.core.errors import ConfigError
 from arena.core.types import Episode, Sample, write_jsonl
 from arena.loop.canary import canary_samples, canary_stats, check_gap, generator_logprobs
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
-from arena.loop.assemble import TrainerParts, precision_report, resolve_precision, resolved_config  # noqa: F401 - re-exported
+from arena.loop.assemble import Trained, TrainerParts, precision_report, resolve_precision, resolved_config  # noqa: F401 - re-exported
 from arena.loop.config import ArenaConfig
 from arena.runner import EpisodeSpec, generate_texts
 from arena.learners.progress import Progress
@@ -77,14 +77,13 @@ class Trainer:
         self.game_cls = cfg.game.cls
         self.pipeline: Any = None  # train.async's rollout thread, while run() runs
         self._inflight: dict[int, Any] = {}  # in-flight steps put back by --resume
-        self.policies, self.generator, self.tokenizer, self.learner = p.policies, p.generator, p.tokenizer, p.learner
-        self.adapter_sync, self.staleness = p.adapter_sync, p.staleness
-        self.canary_max_gap, self.generator_dtype = p.canary_max_gap, p.generator_dtype
-        self.estimator_states, self.schedule = p.estimator_states, p.schedule
+        self.policies, self.trained, self.staleness, self.schedule = p.policies, p.trained, p.staleness, p.schedule
+        first = self.trained[0]  # the config's first trainable policy (the only one, in most runs)
+        self.generator, self.tokenizer, self.learner = first.generator, first.tokenizer, first.learner
+        self.estimator_states = first.estimator_states
         self.probe_env, self.state, self.runner, self.league = p.probe_env, p.state, p.runner, p.league
         self.warm, self.evals, self.episode_log = p.warm, p.evals, p.episode_log
         self.metrics_path = run_dir / "metrics.jsonl"
-        self._pushed: int | None = None  # the learner version the generator holds; None: never pushed
         if resume is not None:
             try:
                 checkpoint = find_checkpoint(resume)
@@ -167,12 +166,13 @@ class Trainer:
 
     def play_step(self, step: int) -> tuple[list[Episode], dict[str, float]]:
         """The games of ``step`` with the generator as it is, and the rollout's figures (this rank's)."""
-        tokens_before = getattr(self.generator, "tokens_generated", 0)
+        generators = list({id(u.generator): u.generator for u in self.trained}.values())
+        tokens_before = sum(getattr(g, "tokens_generated", 0) for g in generators)
         t0 = time.perf_counter()
         specs = self.league.assign(step, self.specs(step)) if self.league else self.specs(step)
         episodes = self.runner.play(self.dist.block(specs))
         self._tokenize_probes(episodes)
-        tokens = float(getattr(self.generator, "tokens_generated", 0) - tokens_before)
+        tokens = float(sum(getattr(g, "tokens_generated", 0) for g in generators) - tokens_before)
         return episodes, {"gen/tokens": tokens, "time/play_s": time.perf_counter() - t0}
 
     def train_step(self) -> dict[str, float]:
@@ -187,23 +187,28 @@ class Trainer:
             mine = {ep.episode_id for ep in episodes}
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
         t1 = time.perf_counter()
-        samples, sample_stats = build_samples(episodes, phases, cfg.learner, self.estimator_states, cfg.trainable)
-        # No sample, weights unchanged: the generator already holds them, nothing to push or check.
-        before = self.canary_before(episodes) if samples or self._pushed != self.learner.version else None
-        if self.dist.active:
-            learn_stats = self.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
-        else:
-            learn_stats = self.learner.step(samples, progress)
-        if self.episode_log is not None:
-            self.episode_log.write(step, episodes, samples)
-        if not samples:
-            print(f"step {step}: {no_samples_message(episodes, phases, cfg.trainable)}", file=sys.stderr)
+        stats: dict[str, dict[str, float]] = {}  # per trainable policy: its samples', update's and canary's figures
+        befores = []
+        for unit in self.trained:  # each policy learns from its own seats' turns only
+            samples, sample_stats = build_samples(episodes, phases, unit.learner_cfg, unit.estimator_states, unit.name)
+            # No sample, weights unchanged: the generator already holds them, nothing to push or check.
+            befores.append(self.canary_before(episodes, unit) if samples or unit.pushed != unit.learner.version else None)
+            if self.dist.active:
+                learn_stats = unit.learner.step(samples, progress, local=self._local_samples(episodes, samples, mine))
+            else:
+                learn_stats = unit.learner.step(samples, progress)
+            if self.episode_log is not None and unit is self.trained[0]:
+                self.episode_log.write(step, episodes, samples)
+            if not samples:
+                print(f"step {step}: {no_samples_message(episodes, phases, unit.name)}", file=sys.stderr)
+            stats[unit.name] = {**sample_stats, **learn_stats, **unit.estimator_states.metrics()}
         t_update = time.perf_counter()
         if pipeline is not None:  # the last step the old weights play must be played first
             pipeline.before_sync(step)
         with pipeline.lock if pipeline is not None else contextlib.nullcontext():
             self.sync_weights()
-            canary = self.sync_canary(before)
+            for unit, before in zip(self.trained, befores, strict=True):
+                stats[unit.name].update(self.sync_canary(before, unit))
             t2 = time.perf_counter()
             summary = episode_summary(episodes)
             summary.update({f"game/{k}": v for k, v in self.probe_env.step_metrics(episodes).items()})
@@ -219,10 +224,9 @@ class Trainer:
             tokens = sum_values(self.dist, {"tokens": float(tokens)})["tokens"]
         row: dict[str, Any] = {"step": step, "stage": "+".join(phases)}
         row.update(summary)
-        row.update(sample_stats)
-        row.update(learn_stats)
-        row.update(canary)
-        row.update(self.estimator_states.metrics())
+        several = len(self.trained) > 1  # then each policy's figures carry its name: "<policy>/kl"
+        for name, figures in stats.items():
+            row.update({f"{name}/{k}" if several else k: v for k, v in figures.items()})
         row.update({f"state/{k}": v for k, v in state_stats.items()})
         row.update(self.league.after_step(step, episodes) if self.league else {})
         row.update({
@@ -234,8 +238,10 @@ class Trainer:
                         "time/sync_wait_s": t2 - t_update})
         row.update(evals)  # after the weight sync and the state update; outside the step's timing
         self._log(row, episodes)
-        if canary:  # logged first, so metrics.jsonl shows the gap that stopped the run
-            check_gap(canary["sync/canary_gap"], self.canary_max_gap, step)
+        for unit in self.trained:  # logged first, so metrics.jsonl shows the gap that stopped the run
+            if "sync/canary_gap" in stats[unit.name]:
+                check_gap(stats[unit.name]["sync/canary_gap"], unit.canary_max_gap, step,
+                          f"policies.{unit.name}: " if several else "")
         return row
 
     def _local_samples(self, episodes: Sequence[Episode], samples: Sequence[Sample], mine: set[str]) -> list[int]:
@@ -252,57 +258,39 @@ class Trainer:
         """Token ids of the probe prompts games attached to trainable turns (for objective terms)."""
         from arena.policies.base import chat_prompt_ids
 
+        tokenizers = {unit.name: unit.tokenizer for unit in self.trained}
         for ep in episodes:
             for turn in ep.turns:
-                if turn.probes and turn.policy == self.cfg.trainable:
-                    turn.probe_ids = {k: chat_prompt_ids(self.tokenizer, m) for k, m in turn.probes.items()}
+                if turn.probes and turn.policy in tokenizers:
+                    tokenizer = tokenizers[turn.policy]
+                    turn.probe_ids = {k: chat_prompt_ids(tokenizer, m) for k, m in turn.probes.items()}
 
     def sync_weights(self, force: bool = False) -> None:
-        """Push the learner's weights into the generator (no-op when they share the model, or when the
-        generator already holds them: a step with no sample changes no weight and costs no push).
-        ``force``: push anyway (after weights were loaded into the learner from a checkpoint).
+        """Push each trainable policy's weights into its generator (:func:`push_weights`). ``force``: push
+        even when the generator holds the learner's version (weights were loaded from a checkpoint)."""
+        for unit in self.trained:
+            push_weights(unit, force)
 
-        LoRA: a vLLM generator gets the adapter alone (saved to a fresh folder, served under a new
-        name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (arena/learners/lora.py), so it
-        generates at a plain model's speed, with no adapter matmuls per token."""
-        if shares_model(self.generator, self.learner.module) or (self._pushed == self.learner.version and not force):
-            return
-        self._pushed = self.learner.version
-        from arena.learners.lora import is_lora, merged_state_dict
-
-        gen_model = getattr(self.generator, "model", None)
-        learner_model = self.learner.module
-        lora = is_lora(learner_model)
-        if getattr(self, "adapter_sync", None) is not None:
-            self.generator.load_adapter(str(self.adapter_sync.write(learner_model)))  # type: ignore[attr-defined]
-            return
-        if self.learner.engine is not None:
-            from arena.learners.ds import gathered_state_dict
-
-            state = gathered_state_dict(self.learner.engine, merged=lora)
-        else:
-            state = merged_state_dict(learner_model) if lora else learner_model.state_dict()
-        if hasattr(self.generator, "load_weights"):  # vLLM: push into the running engine
-            self.generator.load_weights(state.items())
-            return
-        with torch.no_grad():
-            gen_model.load_state_dict(state)
-
-    def canary_before(self, episodes: Sequence[Episode]) -> tuple[list[Sample], list[list[float]]] | None:
-        """Before the update: the canary's turns of the step and the learner's logprobs of them, its
-        weights rounded to the generator's dtype (arena/loop/canary.py); ``None`` when the canary is off."""
-        if self.canary_max_gap is None or shares_model(self.generator, self.learner.module):
+    def canary_before(self, episodes: Sequence[Episode], unit: Trained | None = None
+                      ) -> tuple[list[Sample], list[list[float]]] | None:
+        """Before the update: the canary's turns of the step (of ``unit``'s policy, default the first) and its
+        learner's logprobs of them, its weights rounded to the generator's dtype (arena/loop/canary.py);
+        ``None`` when the canary is off."""
+        unit = unit or self.trained[0]
+        if unit.canary_max_gap is None or shares_model(unit.generator, unit.learner.module):
             return None  # off, or nothing is synced: the generator runs on the learner's own model
-        picked = canary_samples(episodes, self.cfg.trainable, self.cfg.train.sync_canary_samples)
-        return (picked, self.learner.score(picked, 1.0, self.generator_dtype)) if picked else None
+        picked = canary_samples(episodes, unit.name, self.cfg.train.sync_canary_samples)
+        return (picked, unit.learner.score(picked, 1.0, unit.generator_dtype)) if picked else None
 
-    def sync_canary(self, before: tuple[list[Sample], list[list[float]]] | None) -> dict[str, float]:
+    def sync_canary(self, before: tuple[list[Sample], list[list[float]]] | None,
+                    unit: Trained | None = None) -> dict[str, float]:
         """After the sync, the generator and the learner score the same turns (arena/loop/canary.py)."""
         if before is None:
             return {}
+        unit = unit or self.trained[0]
         picked, old = before
-        after = self.learner.score(picked, 1.0, self.generator_dtype)
-        return canary_stats(generator_logprobs(self.generator, picked), after, old)
+        after = unit.learner.score(picked, 1.0, unit.generator_dtype)
+        return canary_stats(generator_logprobs(unit.generator, picked), after, old)
 
     # -------------------------------------------------------------- logging
     def _log(self, row: dict[str, Any], episodes: Sequence[Episode]) -> None:
@@ -338,6 +326,8 @@ class Trainer:
         if self.league is not None and self.step > 0:  # the checkpoint's weights join the pool (not the warm start's)
             self.league.add_member(self.step, self.learner.module, self.tokenizer)
             extra["league"] = self.league.save
+        if len(self.trained) > 1:  # the first policy is the checkpoint's model/; the others in policies/<name>/
+            extra["policies"] = partial(save_policies, self.trained[1:])
         path = save_checkpoint(
             self.run_dir, self.step, self.learner.module, self.tokenizer, optimizer, state,
             keep=self.cfg.train.keep_checkpoints, extra=extra or None,
@@ -355,6 +345,7 @@ class Trainer:
         restore_weights(self.learner.module, checkpoint / "model")
         self.learner.load_state_dict(optimizer)
         self.estimator_states.load_state_dict(state["estimators"])
+        load_policies(self.trained[1:], checkpoint)
         self.schedule.load_state_dict(state["schedule"])
         if self.warm is not None:
             self.warm.load_state_dict(state.get("warm_start"))
@@ -389,6 +380,65 @@ def no_samples_message(episodes: Sequence[Episode], phases: Sequence[str], train
         return (why + "; the model does not yet write the game's format: add train.warm_start (supervised "
                 "demonstrations from a bot before self-play, docs/guides/warm-start.md), or loosen the game's parser")
     return why + "; check seats, learner.estimators and drop_zero_variance"
+
+
+def push_weights(unit: Any, force: bool = False) -> None:
+    """Push a trainable policy's learner weights into its generator (``unit``: a
+    :class:`~arena.loop.assemble.Trained`, or anything with ``generator``, ``learner``, ``adapter_sync`` and
+    ``pushed``). A no-op when they share the model, or when the generator already holds the learner's
+    version (:attr:`Learner.version`, its optimizer steps): a step with no sample changes no weight and
+    costs no push. ``force``: push anyway (weights loaded into the learner from a checkpoint).
+
+    LoRA: a vLLM generator gets the adapter alone (saved to a fresh folder, served under a new
+    name); an hf generator gets merged weights ``W + (alpha / r) * B A`` (arena/learners/lora.py), so it
+    generates at a plain model's speed, with no adapter matmuls per token."""
+    generator, learner = unit.generator, unit.learner
+    if shares_model(generator, learner.module) or (unit.pushed == learner.version and not force):
+        return
+    unit.pushed = learner.version
+    from arena.learners.lora import is_lora, merged_state_dict
+
+    gen_model = getattr(generator, "model", None)
+    learner_model = learner.module
+    lora = is_lora(learner_model)
+    if unit.adapter_sync is not None:
+        generator.load_adapter(str(unit.adapter_sync.write(learner_model)))
+        return
+    if learner.engine is not None:
+        from arena.learners.ds import gathered_state_dict
+
+        state = gathered_state_dict(learner.engine, merged=lora)
+    else:
+        state = merged_state_dict(learner_model) if lora else learner_model.state_dict()
+    if hasattr(generator, "load_weights"):  # vLLM: push into the running engine
+        generator.load_weights(state.items())
+        return
+    with torch.no_grad():
+        gen_model.load_state_dict(state)
+
+
+def save_policies(units: Sequence[Trained], folder: Path) -> None:
+    """The checkpoint's ``policies/<name>/``, for every trainable policy but the first: ``model/`` (weights or
+    adapter, and tokenizer), ``optimizer.pt`` (with bf16 weights, the fp32 master too) and ``state.json``
+    (the policy's estimator states)."""
+    for unit in units:
+        home = folder / unit.name
+        unit.learner.module.save_pretrained(home / "model")
+        unit.tokenizer.save_pretrained(home / "model")
+        torch.save(unit.learner.state_dict(), home / "optimizer.pt")
+        (home / "state.json").write_text(json.dumps({"estimators": unit.estimator_states.state_dict()}, indent=2))
+
+
+def load_policies(units: Sequence[Trained], checkpoint: Path) -> None:
+    """Each trainable policy but the first from the checkpoint's ``policies/<name>/`` (:func:`save_policies`)."""
+    for unit in units:
+        home = checkpoint / "policies" / unit.name
+        if not (home / "state.json").is_file():
+            raise ConfigError(f"--resume: the checkpoint {checkpoint.name} holds no trainable policy {unit.name!r} "
+                              "(policies/<name>/); resume with the trainable policies the run started with")
+        restore_weights(unit.learner.module, home / "model")
+        unit.learner.load_state_dict(torch.load(home / "optimizer.pt", weights_only=False))
+        unit.estimator_states.load_state_dict(json.loads((home / "state.json").read_text())["estimators"])
 
 
 def shares_model(generator: Any, module: Any) -> bool:

@@ -8,7 +8,7 @@ entry (:func:`shorthand_policy`). The policies' own config model: the assembly
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -52,7 +52,12 @@ class ModelPolicySpec(BaseModel):
         description="Built-in name, local folder, checkpoint or run folder (its newest checkpoint), or hub id; "
         "openai: the server's model name.",
     )
-    trainable: bool = Field(default=False, description="The learner trains these weights (exactly one policy).")
+    trainable: bool = Field(default=False, description="A learner trains these weights. Several policies may be "
+                            "trainable: each gets its own learner, samples (its own seats' turns), checkpoint and sync.")
+    learner: dict[str, Any] = Field(
+        default_factory=dict, description="A trainable policy's changes to the run's learner section (top-level keys "
+        "replace the run's, e.g. {lr: 2e-6, estimators: {...}}); empty: the run's learner as it is.",
+    )
     frozen: bool = Field(default=False, description="Explicitly never trained (the default for non-trainable policies).")
     backend: Literal["hf", "vllm", "openai"] = Field(
         default="hf", description="hf: transformers; vllm: in-process vLLM engine; openai: an OpenAI-compatible server."

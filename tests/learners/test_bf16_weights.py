@@ -187,7 +187,7 @@ def test_a_bf16_run_syncs_an_fp32_generator_and_resumes_exactly(digits: Path, tm
     assert straight.generator.model is not straight.learner.module  # type: ignore[attr-defined]
     assert next(straight.generator.model.parameters()).dtype == torch.float32  # type: ignore[attr-defined]
     assert next(straight.learner.module.parameters()).dtype == torch.bfloat16
-    assert straight.canary_max_gap == pytest.approx(0.15), "a bf16 side gets the half-precision bound"
+    assert straight.trained[0].canary_max_gap == pytest.approx(0.15), "a bf16 side gets the half-precision bound"
     got = rows(tmp_path / "straight")
     assert [r["step"] for r in got] == [1, 2, 3]
     trained = [r for r in got if r["samples"] > 0]

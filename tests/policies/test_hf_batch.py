@@ -117,12 +117,12 @@ def test_built_in_model_batched_equals_one_at_a_time(smol_fp32) -> None:
 # ------------------------------------------------------------ weight sync, with a "before sync" control
 def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
     """A generator holding its own copy of the weights: after a learner update its logprobs
-    drift from the learner's (``logprob_gap`` grows) until ``Trainer.sync_weights`` copies them."""
+    drift from the learner's (``logprob_gap`` grows) until ``push_weights`` (``Trainer.sync_weights``) copies them."""
     import copy
     from types import SimpleNamespace
 
     from arena.core.types import Sample
-    from arena.loop.trainer import Trainer
+    from arena.loop.trainer import push_weights
     from arena.learners.config import LearnerConfig
     from arena.learners.update import Learner
 
@@ -138,8 +138,8 @@ def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
 
     first = rollout_gap(0)  # same weights: only float noise
     stale = rollout_gap(10)  # the learner moved at the first step; the generator did not
-    trainer = SimpleNamespace(generator=generator, learner=learner, _pushed=None)
-    Trainer.sync_weights(trainer)
+    unit = SimpleNamespace(generator=generator, learner=learner, adapter_sync=None, pushed=None)
+    push_weights(unit)
     synced = rollout_gap(20)  # synced after the second step, measured before the third
     print(f"logprob_gap: equal weights {first:.2e}, before sync {stale:.3f}, after sync {synced:.2e}")
     assert first < 1e-4 and synced < 1e-4
@@ -147,17 +147,17 @@ def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
 
     # The generator holds the learner's version: a sync with no optimizer step since pushes nothing
     # (a step that trained no sample costs no push); a new optimizer step, or ``force``, pushes again.
-    Trainer.sync_weights(trainer)  # the learner moved at the third step
+    push_weights(unit)  # the learner moved at the third step
     weight = next(generator.model.parameters())
     with torch.no_grad():
         weight.add_(1.0)  # a marker only a push would overwrite
     learner.step([])
-    Trainer.sync_weights(trainer)
+    push_weights(unit)
     assert torch.equal(weight, next(learner.module.parameters()) + 1.0), "a no-sample step pushed weights"
-    Trainer.sync_weights(trainer, force=True)
+    push_weights(unit, force=True)
     assert torch.equal(weight, next(learner.module.parameters()))
     with torch.no_grad():
         weight.add_(1.0)
     rollout_gap(30)
-    Trainer.sync_weights(trainer)
+    push_weights(unit)
     assert torch.equal(weight, next(learner.module.parameters())), "an update was not pushed"
