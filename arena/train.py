@@ -23,6 +23,7 @@ from pathlib import Path
 from arena.cli import run_cli
 from arena.core.errors import ConfigError, OneLineParser, RunStopped
 from arena.loop.config import ArenaConfig, load_config
+from arena.loop.evals import check_exact_evals
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
+    check_exact_evals(cfg, str(args.config))  # a game too large to enumerate: one line before any model loads
     least = 0 if cfg.train.warm_start is not None else 1  # 0: the warm start alone
     if args.max_steps is not None and args.max_steps < least:
         raise ConfigError(f"--max-steps: must be >= {least} (got {args.max_steps})")

@@ -39,7 +39,9 @@ def test_malformed_rules_are_one_line(value, says: str) -> None:
 @pytest.mark.parametrize(("metric", "says"), [
     ("exploitability/exploitabilty", "train.stop_when.0.metric: evaluation 'exploitability' logs no metric "
      "'exploitabilty'; valid: exploitability/exploitability, exploitability/exploitability_cfr, "
-     "exploitability/exploitability_uniform, exploitability/nash_conv, "),
+     "exploitability/exploitability_played, exploitability/exploitability_uniform, "
+     "exploitability/invalid_rate_played, exploitability/legal_mass_mean, exploitability/legal_mass_min, "
+     "exploitability/nash_conv, "),
     ("kuhn/exploitability", "train.stop_when.0.metric: 'kuhn/exploitability' names no evaluation; write "
      "'<eval name>/<metric>' with an evaluation of train.evals: exploitability"),
     ("exploitability", "evaluation 'exploitability' needs a metric after it ('<eval name>/<metric>'); valid: "),

@@ -148,7 +148,8 @@ def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
 
 
 def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
-    """Every scripted policy names a bot the game has (before a tournament prints its schedule)."""
+    """Every scripted policy names a bot the game has and can play in this configuration (a bot's
+    ``check_settings(game settings)``, where it has one), before a tournament prints its schedule."""
     from arena.policies.config import ScriptedSpec
     from arena.policies.scripted import make_bot
 
@@ -156,9 +157,13 @@ def check_bots(cfg: ArenaConfig, origin: str = "config") -> None:
     if cfg.play.bot != "default":  # "default" is only a default (a saved config.json writes it out), not every game's bot
         named.append(("play.bot", cfg.play.bot))
     named += [(f"train.league.bots.{i}", bot.removeprefix("scripted:")) for i, bot in enumerate(cfg.train.league.bots)]
+    named += [(f"seats.{pattern}", spec.bot) for pattern, name in cfg.seats.items()
+              if name not in cfg.policies and isinstance(spec := shorthand_policy(name), ScriptedSpec)]
     for where, bot in named:
         try:
-            make_bot(cfg.game.cls, bot)
+            check = getattr(make_bot(cfg.game.cls, bot), "check_settings", None)
+            if check is not None:  # a bot that plays only some configurations (br:<bot>: games it can enumerate)
+                check(cfg.game.settings)
         except ValueError as e:
             raise ConfigError(f"{origin}: {where}: {' '.join(str(e).split())}") from None
 

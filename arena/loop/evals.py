@@ -157,6 +157,37 @@ def check_evals(cfg: Any, origin: str = "config") -> None:
                               "metrics (LLMGame.policy_metrics; OpenSpiel games have them); use kind: games")
 
 
+def check_exact_evals(cfg: Any, origin: str = "config") -> None:
+    """``arena.train``'s start-up check that every exact evaluation can run on its game (an OpenSpiel game
+    small enough to enumerate), before any model loads; not part of the config check, since ``arena.play``
+    and ``arena.tournament`` run no evaluation."""
+    for spec in cfg.train.evals:
+        if spec.kind == "exact":
+            settings = eval_settings(cfg.game.cls, cfg.game.settings, spec, origin)
+            check_enumerable(cfg.game.cls(settings), f"{origin}: train.evals.{spec.name}.kind: exact")
+
+
+class _Asked(Exception):
+    """The game asked for action probabilities: it passed its own checks (e.g. its size)."""
+
+
+def check_enumerable(env: Any, where: str) -> None:
+    """A game whose exact metrics refuse this configuration (``policy_metrics`` raises ``ValueError``
+    before it asks for any probability, e.g. an OpenSpiel game too large to enumerate) is one ConfigError
+    line at start-up; the check stops at the game's first question, so it costs only the game's own checks."""
+    from arena.core.errors import ConfigError
+
+    def stop(queries: Any) -> list[list[float]]:
+        raise _Asked
+
+    try:
+        env.policy_metrics(stop)
+    except _Asked:
+        return
+    except ValueError as e:
+        raise ConfigError(f"{where}: {' '.join(str(e).split())}") from None
+
+
 def is_due(spec: EvalSpec, step: int, last: int, checkpoint_every: int) -> bool:
     """Step 0, every ``every`` steps, and the run's last step."""
     every = spec.every or checkpoint_every

@@ -9,9 +9,14 @@ For a query (a seat's prompt and the texts of its legal actions ``a_1..a_k``):
   ``T`` for the phase (``policy.score``, the path the learner's weight-sync canary
   uses). The action's probability is ``softmax(l)_i = exp(l_i) / sum_j exp(l_j)``:
   the model's probability of replying exactly ``a_i``, given that it replies with a
-  legal action name. It is computed, never estimated from samples;
+  legal action name. It is computed, never estimated from samples. ``exp(l_i)`` itself is
+  the probability of the reply ``a_i``, so ``m = sum_i exp(l_i)`` is the model's mass on
+  the exact legal replies: :meth:`SeatActionProbs.reply_logprobs` hands the ``l_i`` to a
+  game that reports the policy actually played (a reply that names no legal action
+  takes the game's fallback; arena/games/openspiel/exact.py ``played_policy``);
 * a scripted policy whose bot has ``action_probs(observation)`` (the OpenSpiel bots)
-  gives that distribution;
+  gives that distribution (its reply log-probabilities are ``log p_i``: a bot never
+  replies with anything but a legal action, ``m = 1``);
 * anything else is refused with one line (its distribution is unknown).
 """
 
@@ -22,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from arena.core.errors import ConfigError
-from arena.core.game_types import ActionProbs, ActionQuery
+from arena.core.game_types import ActionQuery
 from arena.policies.base import Request, SamplingParams
 
 
@@ -39,36 +44,73 @@ def action_ids(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False)) + [int(tokenizer.eos_token_id)]
 
 
+def model_reply_logprobs(policy: Any, query: ActionQuery, params: SamplingParams) -> list[float]:
+    """``l_i``: the teacher-forced log-probability of each action text as the whole reply under ``policy``."""
+    prompt = policy.encode(Request(messages=query.messages, params=params, seat=query.seat))
+    return [sum(policy.score(prompt, action_ids(policy.tokenizer, a), params)) for a in query.actions]
+
+
 def model_action_probs(policy: Any, query: ActionQuery, params: SamplingParams) -> list[float]:
     """Teacher-forced probability of each action text under ``policy``, normalised over the actions."""
-    prompt = policy.encode(Request(messages=query.messages, params=params, seat=query.seat))
-    logps = [sum(policy.score(prompt, action_ids(policy.tokenizer, a), params)) for a in query.actions]
-    return normalise(logps)
+    return normalise(model_reply_logprobs(policy, query, params))
 
 
-def policies_action_probs(
-    policies: Mapping[str, Any], policy_for: Callable[[str], str], sampling: Callable[[str, str], SamplingParams],
-    phase: str,
-) -> ActionProbs:
-    """An :data:`~arena.core.game_types.ActionProbs` over the run's policies: each query goes to its seat's policy."""
+class SeatActionProbs:
+    """An :data:`~arena.core.game_types.ActionProbs` over the run's policies (each query goes to its seat's
+    policy), with the reply log-probabilities behind the normalised rows (:meth:`reply_logprobs`)."""
 
-    def probs(queries: Sequence[ActionQuery]) -> list[list[float]]:
+    def __init__(self, policies: Mapping[str, Any], policy_for: Callable[[str], str],
+                 sampling: Callable[[str, str], SamplingParams], phase: str):
+        self.policies, self.policy_for, self.sampling, self.phase = policies, policy_for, sampling, phase
+
+    def reply_logprobs(self, queries: Sequence[ActionQuery]) -> list[list[float]]:
+        """Per query, ``l_i = log P(reply == a_i)`` for each legal action text: a model's whole-reply
+        log-likelihood (``sum_i exp(l_i) <= 1``, the rest is on replies that are no action text); a bot's
+        ``log p_i`` (``-inf`` where ``p_i = 0``; the sum is 1)."""
         out: list[list[float]] = []
         for q in queries:
-            name = policy_for(q.seat)
-            policy = policies[name]
+            name = self.policy_for(q.seat)
+            policy = self.policies[name]
             bot = getattr(policy, "bot", None)
             if bot is not None and hasattr(bot, "action_probs"):
-                out.append(list(bot.action_probs(q.observation)))
+                out.append([math.log(p) if p > 0 else -math.inf for p in bot.action_probs(q.observation)])
             elif hasattr(policy, "score") and hasattr(policy, "encode") and hasattr(policy, "tokenizer"):
-                out.append(model_action_probs(policy, q, sampling(name, phase)))
+                out.append(model_reply_logprobs(policy, q, self.sampling(name, self.phase)))
             else:
                 raise ConfigError(f"policy {name!r} (seat {q.seat}) cannot give action probabilities: exact metrics "
                                   "need a model policy (hf, vllm) or a bot with action_probs (scripted:random, "
                                   "scripted:cfr)")
         return out
 
-    return probs
+    def __call__(self, queries: Sequence[ActionQuery]) -> list[list[float]]:
+        """``softmax(l)`` per query: the action probabilities given a legal reply."""
+        return [normalise(row) for row in self.reply_logprobs(queries)]
+
+    def sample_replies(self, queries: Sequence[ActionQuery], n: int, seed: int = 0) -> list[list[str]]:
+        """``n`` replies per query, generated freely by its seat's policy at its sampling settings (request
+        ``j`` of query ``q`` seeded ``seed + q * n + j``; one ``generate`` call per policy): what the seat
+        would write there, for a Monte Carlo estimate of the policy it plays."""
+        by_policy: dict[str, list[tuple[int, Request]]] = {}
+        for qi, q in enumerate(queries):
+            name = self.policy_for(q.seat)
+            params = self.sampling(name, self.phase)
+            by_policy.setdefault(name, []).extend(
+                (qi, Request(messages=q.messages, params=params, seed=seed + qi * n + j, seat=q.seat,
+                             observation=q.observation)) for j in range(n))
+        out: list[list[str]] = [[] for _ in queries]
+        for name, items in by_policy.items():
+            completions = self.policies[name].generate([r for _, r in items])
+            for (qi, _), c in zip(items, completions, strict=True):
+                out[qi].append(c.text)
+        return out
+
+
+def policies_action_probs(
+    policies: Mapping[str, Any], policy_for: Callable[[str], str], sampling: Callable[[str, str], SamplingParams],
+    phase: str,
+) -> SeatActionProbs:
+    """A :class:`SeatActionProbs` over the run's policies: each query goes to its seat's policy."""
+    return SeatActionProbs(policies, policy_for, sampling, phase)
 
 
 def exact_metrics(game: Any, policies: Mapping[str, Any], policy_for: Callable[[str], str],

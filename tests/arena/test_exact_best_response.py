@@ -99,4 +99,5 @@ def test_the_cli_exits_2_with_one_line_on_a_game_too_large() -> None:
     lines = out.stderr.strip().splitlines()  # arena.play announces its games on stderr first
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert [line for line in lines if line.startswith("error:")] == lines[-1:]
-    assert lines[-1].startswith("error: scripted:br:random: tic_tac_toe() has more than 20000 information states")
+    assert lines[-1].startswith("error: arena/games/openspiel/kuhn.yaml: seats.*: scripted:br:random: tic_tac_toe() "
+                                "has more than 20000 information states")  # at start-up: the config check

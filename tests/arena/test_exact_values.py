@@ -212,8 +212,12 @@ def test_exploitability_only_for_two_player_zero_sum_and_the_reference_points() 
     assert values["exploitability"] == values["exploitability_uniform"] == pytest.approx(0.4583333, abs=1e-6)
     assert values["nash_conv"] == values["nash_conv_uniform"] == pytest.approx(2 * 0.4583333, abs=2e-6)
     assert 0 <= values["exploitability_cfr"] < 1e-3 and values["nash_conv_cfr"] == pytest.approx(2 * values["exploitability_cfr"])
-    assert sorted(values) == ["exploitability", "exploitability_cfr", "exploitability_uniform", "nash_conv",
-                              "nash_conv_cfr", "nash_conv_uniform"]
+    assert sorted(values) == ["exploitability", "exploitability_cfr", "exploitability_played", "exploitability_uniform",
+                              "invalid_rate_played", "legal_mass_mean", "legal_mass_min", "nash_conv", "nash_conv_cfr",
+                              "nash_conv_played", "nash_conv_uniform"]
+    # probabilities alone (no reply log-probabilities): all the mass is on legal replies, played = scored
+    assert values["exploitability_played"] == values["exploitability"] and values["invalid_rate_played"] == 0.0
+    assert values["legal_mass_mean"] == values["legal_mass_min"] == 1.0
 
 
 def test_own_reach_is_the_product_of_the_players_own_moves_in_three_player_kuhn() -> None:

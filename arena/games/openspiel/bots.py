@@ -7,14 +7,17 @@ be computed for it exactly (``action_probs``), and it plays by sampling that dis
 * ``br:<bot>`` (``br`` alone: ``br:cfr``): OpenSpiel's exact best response to the bot ``<bot>`` of
   this list (``random`` or ``cfr``) in the other seats (``arena/games/openspiel/exact.py``
   ``best_response_to_bot``: solved once per game and cached; deterministic). It needs every information
-  state enumerated: on a game with more than ``BR_MAX_STATES`` of them its first move is a one-line
-  ConfigError (exit 2). Playing a seat against it is the sampled form of exploitability descent.
+  state enumerated: a config that seats it on a game with more than ``BR_MAX_STATES`` of them is refused
+  at start-up, one line naming the field, the game and the limit (``check_settings``, called by the
+  config check), and so is its first move should it be played anyway. Playing a seat against it is the
+  sampled form of exploitability descent.
 * ``default``: ``cfr``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +64,21 @@ class BestResponseBot(UniformBot):
                              f"{', '.join(f'br:{t}' for t in targets)}")
         return BestResponseBot(arg)
 
+    def too_large(self, game: str) -> str:
+        return (f"scripted:br:{self.target}: {game} has more than {BR_MAX_STATES} information states; an exact best "
+                "response enumerates them all, so the br bots are for small games such as kuhn_poker and leduc_poker")
+
+    def check_settings(self, settings: Any) -> None:
+        """Refuse, at start-up, a configured game (an ``OpenSpielConfig``) with more than ``BR_MAX_STATES``
+        information states: ``ValueError`` with :meth:`too_large`'s line (a walk that stops past the limit)."""
+        from arena.games.openspiel.exact import TooLarge, count_info_states
+
+        game = settings.load()
+        try:
+            count_info_states(game, BR_MAX_STATES)
+        except TooLarge:
+            raise ValueError(self.too_large(str(game))) from None
+
     def action_probs(self, obs: OpenSpielObservation) -> list[float]:
         from arena.core.errors import ConfigError
         from arena.games.openspiel.exact import TooLarge, best_response_to_bot
@@ -70,9 +88,7 @@ class BestResponseBot(UniformBot):
         try:
             table = best_response_to_bot(obs.game, self.target, BR_MAX_STATES)
         except TooLarge:
-            raise ConfigError(f"scripted:br:{self.target}: {obs.game} has more than {BR_MAX_STATES} information "
-                              "states; an exact best response enumerates them all, so the br bots are for small games "
-                              "such as kuhn_poker and leduc_poker") from None
+            raise ConfigError(self.too_large(obs.game)) from None
         row = table.policy_for_key(obs.info_state)
         return [float(row[a]) for a in obs.legal_ids]
 
