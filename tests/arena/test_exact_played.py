@@ -225,3 +225,19 @@ def test_the_cli_prints_the_played_policy_and_its_sampled_estimate(capsys) -> No
     assert "invalid share 0.000" in sampled
     with pytest.raises(ConfigError, match=r"^--sample and --bootstrap must be >= 0 \(got -1, 200\)$"):
         main(["exploitability", kuhn, "--sample", "-1"])
+
+
+def test_retry_mode_has_no_closed_form_played_policy() -> None:
+    """Under ``invalid.mode: retry`` the retry prompt shows the failed reply: no ``*_played`` values, the
+    legal mass still."""
+    values = policy_exploitability(OpenSpielConfig(invalid={"mode": "retry"}), HandBuilt(KUHN_REPLIES))
+    assert not [k for k in values if k.endswith("_played")]
+    assert values["legal_mass_min"] == pytest.approx(3e-6)
+
+
+def test_in_score_mode_the_played_policy_is_the_scored_one() -> None:
+    if "action_mode" not in OpenSpielConfig.model_fields:
+        pytest.skip("OpenSpielConfig has no action_mode yet")
+    values = policy_exploitability(OpenSpielConfig(action_mode="score"), HandBuilt(KUHN_REPLIES))
+    assert values["exploitability_played"] == values["exploitability"] and values["invalid_rate_played"] == 0.0
+    assert values["legal_mass_min"] == pytest.approx(3e-6)  # still the model's mass on the texts, for the record
