@@ -16,7 +16,9 @@ tournament can seat different checkpoints at different tables in one batch.
 Sampling settings come per policy and per phase. A completion whose prompt did
 not fit the policy's context (``finish_reason == "overflow"``) ends its game as
 a truncation; it never fails the batch. A game with cross-episode state reads
-the snapshot bound at the start of ``play``.
+the snapshot bound at the start of ``play``. A game that hands a seat choices
+(:meth:`~arena.core.game_hooks.GameRules.action_choices`, OpenSpiel's ``action_mode: score``)
+has them carried in the seat's request (``Request.choices``).
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def build_request(env: LLMGame, seat: str, params: SamplingParams) -> Request:
         seed=request_seed(env.episode_id, phase, seat, attempt, occurrence),
         seat=seat,
         observation=env.observe(seat),
+        choices=env.action_choices(seat),
     )
 
 

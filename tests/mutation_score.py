@@ -75,9 +75,11 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/household/world.py": ("arena.games.household.world.*",),
     "arena/games/household/tasks.py": ("arena.games.household.tasks.x_satisfied__mutmut_*", "arena.games.household.tasks.x_draw_world_id__mutmut_*"),
     "arena/games/household/actions.py": ("arena.games.household.actions.*",),
-    # The exact yardstick (#34): the pure parts the fast tests reach; model_action_probs needs a model
-    # (tests/arena/test_exact_model.py checks it on a tiny one, too slow per mutant).
-    "arena/loop/exact.py": ("arena.loop.exact.x_normalise__mutmut_*", "arena.loop.exact.x_action_ids__mutmut_*"),
+    # The exact yardstick (#34): the pure parts the fast tests reach (arena/loop/exact.py imports them from
+    # arena/policies/choices.py, which plays them in action_mode: score); model_action_probs and choose need a
+    # model (tests/arena/test_exact_model.py, tests/games/test_openspiel_score.py: too slow per mutant).
+    "arena/policies/choices.py": ("arena.policies.choices.x_normalise__mutmut_*",
+                                  "arena.policies.choices.x_action_ids__mutmut_*"),
     "arena/games/openspiel/rules.py": ("arena.games.openspiel.rules.x_describe__mutmut_*",),
     "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
     "arena/loop/warm_start.py": ("arena.loop.warm_start.x_threshold__mutmut_*", "arena.loop.warm_start.x_episode_turns__mutmut_*"),
@@ -248,8 +250,8 @@ EQUIVALENT: set[str] = {
     # --- the exact yardstick (#34)
     # action_ids: encode(text, add_special_tokens=False) -> True / the default: SmolLM2's tokenizer adds
     # no special token to a plain encode.
-    "arena.loop.exact.x_action_ids__mutmut_6",
-    "arena.loop.exact.x_action_ids__mutmut_7",
+    "arena.policies.choices.x_action_ids__mutmut_6",
+    "arena.policies.choices.x_action_ids__mutmut_7",
     # describe: set(raw[1:]) -> set(raw[2:]) / set("XXpbXX"): a Kuhn information state is a card digit and
     # p/b moves, so both tests agree on every string OpenSpiel writes.
     "arena.games.openspiel.rules.x_describe__mutmut_13",

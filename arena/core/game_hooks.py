@@ -106,6 +106,18 @@ class GameRules(Generic[ObsT, CfgT], metaclass=ABCMeta):
         ``self.config`` only, never episode state set in :meth:`setup`."""
         return ()
 
+    def action_choices(self, seat: str) -> list[str] | None:
+        """The replies ``seat`` chooses among at its turn now (its legal actions' texts), or ``None``: free
+        generation (the default). A list travels in the runner's request (``Request.choices``): a model backend
+        that scores (hf) draws one by its likelihood as the whole reply instead of generating; scripted bots
+        ignore it. Each text must parse as its own action."""
+        return None
+
+    def uses_choices(self) -> bool:
+        """True when this configuration hands model seats choices (:meth:`action_choices`); the config check
+        then requires every model seat's backend to score them (hf). Reads ``self.config`` only."""
+        return False
+
     def probe_prompts(self, seat: str) -> dict[str, list[ChatMessage]]:
         """Other prompts for the completion ``seat`` is about to write (e.g. with all skills, with none).
 

@@ -61,6 +61,7 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
             raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
     check_trainable_seats(cfg, list(env.possible_agents), origin)
+    check_choice_backends(cfg, env, origin)
     check_probes_and_metrics(cfg, env, origin)
     phases = tuple(getattr(env, "phases", ()) or ())
     if not phases:
@@ -107,6 +108,22 @@ def check_trainable_seats(cfg: ArenaConfig, seats: list[str], origin: str = "con
             raise ConfigError(f"{origin}: policies.{name}: trainable, but no seat plays it (seats: "
                               f"{', '.join(f'{p}: {q}' for p, q in cfg.seat_table().items())}; the first matching "
                               f"pattern wins); map one of the game's seats ({', '.join(seats)}) to it")
+
+
+def check_choice_backends(cfg: ArenaConfig, env: Any, origin: str = "config") -> None:
+    """A game that hands model seats choices (OpenSpiel's ``action_mode: score``) needs a backend that scores
+    them: hf (arena/policies/choices.py); scripted bots and people ignore choices."""
+    if not env.uses_choices():
+        return
+    from arena.runner import SeatMap
+
+    table = SeatMap(cfg.seat_table())
+    for seat in env.possible_agents:
+        name = table.policy_for(seat)
+        spec = cfg.policies.get(name)
+        if isinstance(spec, ModelPolicySpec) and spec.backend != "hf":
+            raise ConfigError(f"{origin}: policies.{name}.backend: {spec.backend!r} cannot play seat {seat} by "
+                              "scoring its legal actions (game.action_mode: score); valid there: hf")
 
 
 def _settings_fields(model: BaseModel, prefix: str) -> list[tuple[str, str, Any]]:

@@ -29,19 +29,7 @@ from typing import Any
 from arena.core.errors import ConfigError
 from arena.core.game_types import ActionQuery
 from arena.policies.base import Request, SamplingParams
-
-
-def normalise(logps: Sequence[float]) -> list[float]:
-    """``softmax``: ``exp(l_i - m) / sum_j exp(l_j - m)`` with ``m = max l`` (stable)."""
-    m = max(logps)
-    e = [math.exp(x - m) for x in logps]
-    total = sum(e)
-    return [x / total for x in e]
-
-
-def action_ids(tokenizer: Any, text: str) -> list[int]:
-    """The tokens of ``text`` as a whole reply: its own tokens, then end of sequence."""
-    return list(tokenizer.encode(text, add_special_tokens=False)) + [int(tokenizer.eos_token_id)]
+from arena.policies.choices import action_ids, normalise  # shared with the policy that plays them (action_mode: score)
 
 
 def model_reply_logprobs(policy: Any, query: ActionQuery, params: SamplingParams) -> list[float]:

@@ -46,6 +46,11 @@ class Request(BaseModel):
     seed: int | None = Field(default=None, description="Per-request seed for reproducible sampling.")
     seat: str = ""
     observation: Any = Field(default=None, description="The typed observation, for scripted bots.")
+    choices: list[str] | None = Field(
+        default=None, description="Replies to choose among instead of generating (a game's legal action texts): a "
+        "backend that scores (hf) samples one by its likelihood as the whole reply (arena/policies/choices.py); "
+        "scripted bots ignore them. None: free generation.",
+    )
 
 
 FinishReason = Literal["stop", "length", "overflow"]

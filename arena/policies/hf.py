@@ -25,7 +25,9 @@ generates each group of equal params as its own batches. Every prompt first
 goes through :func:`~arena.policies.base.fit_prompt` against ``max_model_len`` (the
 model's ``max_position_embeddings`` unless given), so an over-long prompt is
 truncated on the left or answered with ``finish_reason="overflow"`` instead of
-failing the batch.
+failing the batch. A request with ``choices`` is not generated: one of its choices is drawn by its
+scored likelihood as the whole reply (:mod:`arena.policies.choices`), its prompt fitted beside the
+longest choice.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from arena.policies.base import (
     Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
 )
 from arena.core.models import DEFAULT_MODEL, load_causal_lm
+from arena.policies.choices import action_ids, choose
 from arena.policies.hf_prefix import dedupe, expand
 
 
@@ -130,8 +133,12 @@ class HFPolicy:
         groups: dict[SamplingParams, list[int]] = defaultdict(list)
         prompts: dict[int, list[int]] = {}
         truncated: set[int] = set()
+        chosen = row_seeds([r.seed for r in requests])  # requests with choices: one draw each, own seed
         for i, req in enumerate(requests):
             ids = self.encode(req)
+            if req.choices is not None:
+                results[i] = self._choose(req, ids, chosen[i])
+                continue
             fitted = fit_prompt(ids, req.params.max_new_tokens, self.max_model_len, self.overflow)
             if fitted is None:
                 results[i] = overflow_completion()
@@ -151,6 +158,18 @@ class HFPolicy:
                     comp.prompt_truncated = i in truncated
                     results[i] = comp
         return [r for r in results if r is not None]
+
+    def _choose(self, request: Request, ids: list[int], seed: int) -> Completion:
+        """One of ``request.choices``, drawn by its scored likelihood (arena/policies/choices.py); the prompt is
+        fitted beside the longest choice."""
+        budget = max(len(action_ids(self.tokenizer, c)) for c in request.choices or [""])
+        fitted = fit_prompt(ids, budget, self.max_model_len, self.overflow)
+        if fitted is None:
+            return overflow_completion()
+        comp = choose(self, request, fitted[0], seed)
+        comp.prompt_truncated = len(fitted[0]) < len(ids)
+        self.tokens_generated += len(comp.completion_ids)
+        return comp
 
     def plan_batches(self, lengths: dict[int, int]) -> list[list[int]]:
         """Split requests (id -> prompt + budget length) into batches of similar length.

@@ -57,6 +57,7 @@ from typing import Any, Literal
 from arena.policies.base import (
     Completion, Overflow, Request, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
 )
+from arena.policies.choices import refuse_choices
 
 
 class ServerError(RuntimeError):
@@ -250,6 +251,7 @@ class OpenAIPolicy:
 
     # ------------------------------------------------------------------ policy
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        refuse_choices(requests, "openai")
         if not requests:
             return []
         self.ensure_weights()

@@ -48,6 +48,7 @@ import torch
 from arena.policies.base import (
     Completion, Overflow, Request, SamplingParams, chat_prompt_ids, check_overflow, fit_prompt, overflow_completion,
 )
+from arena.policies.choices import refuse_choices
 from arena.core.models import DEFAULT_MODEL, resolve_model
 
 
@@ -133,6 +134,7 @@ class VLLMPolicy:
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         from vllm.inputs import TokensPrompt
 
+        refuse_choices(requests, "vllm")
         results: list[Completion | None] = [None] * len(requests)
         submitted: list[tuple[int, list[int], bool]] = []  # (request index, fitted prompt, truncated)
         sampling = []

@@ -29,6 +29,20 @@ Action grammar
     abstention (an invalid turn with no retry left) plays a uniformly random legal
     action drawn from the env's generator (``game/invalid_rate`` counts them).
 
+Action modes (``action_mode``)
+    ``generate`` (the default): a model seat writes a reply, read by the grammar
+    above. ``score``: the seat's request carries its legal action names
+    (``Request.choices``) and the model does not generate: each name ``a_i`` is
+    scored as the whole reply (its tokens and end of sequence), ``l_i`` its
+    log-likelihood at the seat's sampling temperature, and ``a_i`` is drawn with
+    probability ``softmax(l)_i`` from a generator seeded by the request's seed
+    (arena/policies/choices.py; backend hf, any other is refused at start-up). The
+    completion, the text it trains on, is ``a_i`` itself, so no turn is invalid.
+    Which policy the exact exploitability measures: in ``score`` mode it is the
+    policy that plays; in ``generate`` mode it is not: it is the policy the model
+    would play if every reply were exactly a legal name, while the replies that
+    name none play the fallback above.
+
 Rewards
     OpenSpiel's ``returns()`` at the terminal state, booked on each seat's last
     turn (so ``credit: trajectory`` or the last turn's reward are the same
@@ -52,7 +66,7 @@ Deviations
     ``exploitability_max_states`` (default 20,000) bounds it.
 
 Version history
-    v0: first release.
+    v0: first release; ``action_mode`` added later (its default, ``generate``, plays as before).
 """
 
 from __future__ import annotations

@@ -69,6 +69,18 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
     def observe_seat(self, seat: str) -> OpenSpielObservation:
         return observe(self.config.game, self.os_state, int(seat.rsplit("_", 1)[1]))
 
+    def action_choices(self, seat: str) -> list[str] | None:
+        """``action_mode: score``: the legal action names of the seat to move (each parses as itself)."""
+        if self.config.action_mode != "score":
+            return None
+        player = int(seat.rsplit("_", 1)[1])
+        if self.os_state.is_terminal() or self.os_state.current_player() != player:
+            return None
+        return rules.legal_names(self.os_state, player)
+
+    def uses_choices(self) -> bool:
+        return self.config.action_mode == "score"
+
     def render_messages(self, observation: OpenSpielObservation) -> list[ChatMessage]:
         return render(observation)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,6 +19,11 @@ class OpenSpielConfig(GameConfig):
                       "kuhn_poker, leduc_poker, tic_tac_toe, liars_dice.")
     params: dict[str, Param] = Field(default_factory=dict, description="OpenSpiel game parameters, e.g. "
                                      "{players: 3} for kuhn_poker or {numdice: 2} for liars_dice.")
+    action_mode: Literal["generate", "score"] = Field(
+        default="generate", description="How a model seat picks its move. generate: it writes a reply, parsed by the "
+        "action grammar (an invalid reply plays the fallback). score: one legal action is drawn with the model's "
+        "probability of its name as the whole reply, normalised over the legal actions (the policy the exact "
+        "exploitability scores; backend hf), and that name is the completion it trains on.")
     exploitability_max_states: int = Field(
         default=20_000, ge=1, description="Largest number of information states exploitability will enumerate "
         "(Kuhn has 12, Leduc 936); bigger games are refused with a one-line error.")

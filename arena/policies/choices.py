@@ -1,0 +1,89 @@
+"""Choosing a reply among given texts by the model's own likelihood: the policy the exact evaluation scores, played.
+
+A :class:`~arena.policies.base.Request` with ``choices`` (texts ``a_1..a_k``: a game's legal action
+names) is not generated freely. Each choice is scored teacher-forced as the WHOLE reply, its tokens
+``action_ids(a_i) = tokenize(a_i) + [eos]``::
+
+    l_i = sum_t log pi_T(token_t | prompt, tokens_<t)        (policy.score, the sampling transform at T)
+    P(i) = softmax(l)_i = exp(l_i) / sum_j exp(l_j)           (normalise)
+
+and index ``i`` is drawn with probability ``P(i)``: ``u`` is the first draw of
+``numpy.random.default_rng(seed)``, ``i`` the first index with ``u < P(1) + ... + P(i)``. ``seed`` is
+the request's own (the backend hashes it, :func:`arena.policies.hf.row_seeds`), so a seeded request
+chooses the same reply whichever requests share its batch. These are the functions
+arena/loop/exact.py computes a model's action probabilities with, so the exact exploitability of the
+seats' policies is the exploitability of the policy that plays. Every temperature draws, 0 included
+(scored untempered, as :func:`~arena.policies.hf.sampling_logprobs` scores greedy): the exact
+evaluation scores ``softmax(l)``, never its argmax. With ``top_p < 1`` a choice whose token falls
+outside the nucleus has ``l_i = -inf`` and is never drawn; when every choice does, the request fails
+with one line (nothing to normalise).
+
+The completion is the chosen text: ``completion_ids = action_ids(a_i)``, ``logprobs`` its per-token
+``log pi_T`` as scored, ``finish_reason="stop"``. What the learner's ratio sees: per token,
+``pi_new(token) / pi_old(token)`` of the chosen reply, whose product is ``exp(l_i' - l_i)``, the ratio
+of the WHOLE-reply likelihoods, not of the normalised ``P(i)``: the normaliser ``sum_j exp(l_j)`` (the
+mass on the other legal replies) is not in the loss, so a positive advantage raises ``l_i`` and the
+other choices move only through shared weights. At the same weights the learner's logprobs equal the
+scored ones up to dtype (the generator/learner gap is that of ``score``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from arena.policies.base import Completion, Request
+
+
+def normalise(logps: Sequence[float]) -> list[float]:
+    """``softmax``: ``exp(l_i - m) / sum_j exp(l_j - m)`` with ``m = max l`` (stable)."""
+    m = max(logps)
+    e = [math.exp(x - m) for x in logps]
+    total = sum(e)
+    return [x / total for x in e]
+
+
+def action_ids(tokenizer: Any, text: str) -> list[int]:
+    """The tokens of ``text`` as a whole reply: its own tokens, then end of sequence."""
+    return list(tokenizer.encode(text, add_special_tokens=False)) + [int(tokenizer.eos_token_id)]
+
+
+def draw(probs: Sequence[float], seed: int) -> int:
+    """Index ``i`` with probability ``probs[i]``: the first ``i`` with ``u < probs[0] + ... + probs[i]``,
+    ``u`` the first draw of ``numpy.random.default_rng(seed)`` (the last index if rounding leaves ``u`` above
+    the total)."""
+    u = float(np.random.default_rng(seed).random())
+    total = 0.0
+    for i, p in enumerate(probs):
+        total += p
+        if u < total:
+            return i
+    return max(i for i, p in enumerate(probs) if p > 0)
+
+
+def choose(policy: Any, request: Request, prompt_ids: list[int], seed: int) -> Completion:
+    """Score each of ``request.choices`` after ``prompt_ids`` with ``policy.score`` and draw one (module
+    docstring). ``policy`` has ``score`` and ``tokenizer`` (the hf backend)."""
+    choices = request.choices or []
+    if not choices:
+        raise ValueError("a request with choices needs at least one (got an empty list)")
+    ids = [action_ids(policy.tokenizer, text) for text in choices]
+    scored = [policy.score(prompt_ids, c, request.params) for c in ids]
+    logps = [sum(s) for s in scored]
+    if max(logps) == -math.inf:
+        raise ValueError(f"every choice has probability 0 under top_p={request.params.top_p} (choices: "
+                         f"{', '.join(choices[:12])}); raise top_p")
+    i = draw(normalise(logps), seed)
+    return Completion(text=choices[i], prompt_ids=list(prompt_ids), completion_ids=ids[i], logprobs=scored[i],
+                      finish_reason="stop")
+
+
+def refuse_choices(requests: Sequence[Request], backend: str) -> None:
+    """A backend that cannot score choices fails on a request with them (one line) rather than generating freely
+    a reply the exact evaluation does not describe; the config check refuses it first, at start-up."""
+    if any(r.choices is not None for r in requests):
+        raise ValueError(f"backend {backend} cannot choose among a request's choices (a game's action_mode: score); "
+                         "use backend hf")
