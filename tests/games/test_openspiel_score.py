@@ -118,6 +118,23 @@ def test_the_completion_is_the_chosen_action_as_scored(tiny) -> None:
     assert parse_action(comp.text, query.actions) == list(query.actions).index(comp.text)
 
 
+def test_a_prompt_over_the_context_is_fitted_beside_the_longest_choice(tiny) -> None:
+    """overflow end: the request is answered with an overflow completion; truncate: the prompt keeps its last
+    tokens, room is left for the longest choice, and the choice is scored after the cut prompt."""
+    from arena.policies.hf import HFPolicy
+
+    query = next(iter(kuhn_queries().values()))
+    request = Request(messages=query.messages, params=PARAMS, seed=3, choices=list(query.actions))
+    longest = max(len(action_ids(tiny.tokenizer, a)) for a in query.actions)
+    assert len(tiny.encode(request)) > 64
+    ended = HFPolicy(tiny.model, tiny.tokenizer, max_model_len=64, overflow="end")
+    assert ended.generate([request])[0].finish_reason == "overflow"
+    (comp,) = HFPolicy(tiny.model, tiny.tokenizer, max_model_len=64, overflow="truncate").generate([request])
+    assert comp.prompt_truncated and len(comp.prompt_ids) == 64 - longest
+    assert comp.prompt_ids == tiny.encode(request)[-(64 - longest):] and comp.text in query.actions
+    assert comp.logprobs == pytest.approx(tiny.score(comp.prompt_ids, comp.completion_ids, PARAMS), abs=1e-6)
+
+
 def test_seeded_choices_are_reproducible_and_batch_independent(tiny) -> None:
     """The same seeds give the same games batched (16 at once), again, and one turn at a time."""
     seeds = list(range(16))
