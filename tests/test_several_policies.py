@@ -122,8 +122,9 @@ def test_two_policies_resume_exactly(tiny_model_dir: Path, tmp_path: Path) -> No
 
 def test_bad_configs_of_several_policies_are_one_line(tiny_model_dir: Path, tmp_path: Path) -> None:
     base = sets(tiny_model_dir)
+    cfg = load_config(CONFIG, [*base, "seats={'*': p0, 'player_1': p1}"])  # a config to evaluate, not to train
     with pytest.raises(ConfigError, match=r"policies.p1: trainable, but no seat plays it .*player_0, player_1"):
-        load_config(CONFIG, [*base, "seats={'*': p0, 'player_1': p1}"])
+        Trainer(cfg, tmp_path / "unseated")
     with pytest.raises(ConfigError, match=r"policies.p1.learner: only a trainable policy has a learner"):
         load_config(CONFIG, [*base, "policies.p1.trainable=false", "policies.p1.learner={lr: 0.1}", "seats={'*': p0}"])
     with pytest.raises(ConfigError, match=r"policies.p1.learner.lrr: not a learner setting"):

@@ -96,9 +96,11 @@ def check_trainable(cfg: ArenaConfig, dist: Dist = SINGLE) -> None:
     policies do not support yet is refused in one line."""
     if cfg.trainable is None:
         raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
-    for name in cfg.trainables:
-        if name not in cfg.seat_table().values():
-            raise ConfigError(f"seats: no seat plays the trainable policy {name!r}; map a pattern to it")
+    from arena.loop.checks import check_trainable_seats
+
+    if cfg.trainable not in cfg.seat_table().values():
+        raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
+    check_trainable_seats(cfg, list(cfg.game.make_env().possible_agents), "config")
     if len(cfg.trainables) > 1:
         several = f"policies: {', '.join(cfg.trainables)} are all trainable"
         unsupported = [("train.league", cfg.train.league.enabled), ("train.warm_start", cfg.train.warm_start is not None),

@@ -60,7 +60,6 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
             raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
-    check_trainable_seats(cfg, list(env.possible_agents), origin)
     check_choice_backends(cfg, env, origin)
     check_probes_and_metrics(cfg, env, origin)
     phases = tuple(getattr(env, "phases", ()) or ())
