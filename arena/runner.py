@@ -126,6 +126,7 @@ def apply_completion(env: LLMGame, completion: Completion, policy_name: str) -> 
         completion_ids=completion.completion_ids,
         logprobs=completion.logprobs,
         finish_reason=completion.finish_reason,
+        alternatives=completion.alternatives,
     )
 
 

@@ -78,6 +78,7 @@ class Turn(BaseModel):
     )
     probe_ids: dict[str, list[int]] = Field(default_factory=dict, description="The probes' token ids (the trainer's).")
     prompt_ids: list[int] = Field(default_factory=list, description="Prompt token ids, if the policy has them.")
+    alternatives: list[list[int]] = Field(default_factory=list, description="The other choices' completion tokens when the reply was chosen among a request's choices (action_mode: score): the learner normalises the chosen reply's likelihood over them.")
     completion_ids: list[int] = Field(default_factory=list, description="Sampled token ids.")
     logprobs: list[float] = Field(
         default_factory=list,
@@ -176,6 +177,10 @@ class Sample(BaseModel):
     )
     probes: dict[str, list[int]] = Field(
         default_factory=dict, description="Named alternative prompt ids for the same completion (no-grad passes)."
+    )
+    alternatives: list[list[int]] = Field(
+        default_factory=list, description="The other replies the completion was chosen among (action_mode: score): "
+        "the loss sees log P(chosen) = l_chosen - logsumexp(l_chosen, l_alternatives), l = a reply's summed logprobs."
     )
     extras: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, description="Named facts: group id, pass rate, finish reason, ..."

@@ -108,6 +108,7 @@ def build_samples(
                 Sample(
                     prompt_ids=t.prompt_ids, completion_ids=t.completion_ids, logprobs=t.logprobs,
                     advantage=float(adv[i]), phase=phase, role=t.role, weight=est.loss_weight, probes=dict(t.probe_ids),
+                    alternatives=[list(a) for a in t.alternatives],
                     extras={
                         "group": "|".join(t.group.get(k, "") for k in est.group_by),
                         "finish_reason": t.finish_reason,

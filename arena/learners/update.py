@@ -110,6 +110,29 @@ def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
             t.copy_(original)
 
 
+def normalise_choices(logp: torch.Tensor, mask: torch.Tensor, alt_sums: torch.Tensor, owner: Sequence[int]) -> torch.Tensor:
+    """``logp`` (b, T) of chosen replies, normalised over their alternatives: ``alt_sums[a]`` is alternative
+    ``a``'s summed logprob ``l_a``, belonging to row ``owner[a]``. Row ``r`` with alternatives gets
+    ``- logsumexp(l_r, l_a for a of r)`` added at its last completion token (``mask``'s last 1), where
+    ``l_r = sum_t logp[r, t] * mask[r, t]``; the row then sums to ``log softmax(l)_chosen``. Differentiable
+    in ``logp`` and ``alt_sums``; rows without alternatives are unchanged."""
+    b = logp.shape[0]
+    own = (logp * mask).sum(-1)  # (b,)
+    count = [0] * b
+    slot = []
+    for r in owner:
+        count[r] += 1
+        slot.append(count[r])
+    table = torch.full((b, 1 + max(count)), float("-inf"), dtype=logp.dtype, device=logp.device)
+    table = table.index_put((torch.arange(b, device=logp.device), torch.zeros(b, dtype=torch.long, device=logp.device)), own)
+    owners = torch.tensor(list(owner), dtype=torch.long, device=logp.device)
+    table = table.index_put((owners, torch.tensor(slot, dtype=torch.long, device=logp.device)), alt_sums.to(logp.dtype))
+    has = torch.tensor([c > 0 for c in count], device=logp.device)
+    lse = torch.where(has, table.logsumexp(-1), torch.zeros_like(own))
+    last = (mask.sum(-1).long() - 1).clamp(min=0)
+    return logp - torch.zeros_like(logp).scatter(1, last[:, None], lse[:, None])
+
+
 class Learner:
     """Updates ``model`` in place from batches of :class:`~arena.core.types.Sample`."""
 
@@ -165,6 +188,26 @@ class Learner:
 
     def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
         return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+
+    def _normalise_choices(self, model: Any, samples: Sequence[Sample], mb: MicroBatch, logp: torch.Tensor) -> torch.Tensor:
+        """``logp`` (b, T) with each chosen reply's likelihood normalised over its sample's ``alternatives``
+        (a reply chosen among a request's choices, arena/policies/choices.py): with ``l`` a reply's summed
+        completion logprobs under ``model`` (the alternatives run in one more pass, with gradient when
+        enabled), the row's last completion token gets ``- logsumexp(l_chosen, l_alt_1, ...)``, so the
+        row sums to ``log P(chosen) = log softmax(l)_chosen``. Rows without alternatives are unchanged;
+        a micro-batch without any skips the pass."""
+        rows, owner = [], []
+        for r, i in enumerate(mb.index):
+            for alt in samples[i].alternatives:
+                rows.append(samples[i].model_copy(update={"completion_ids": list(alt), "logprobs": [], "alternatives": [],
+                                                          "token_weights": None, "probes": {}}))
+                owner.append(r)
+        if not rows:
+            return logp
+        alt_mb = collate(rows, list(range(len(rows))), self.pad_id, self.device, self.cfg.share_prefix_min_tokens)
+        alt_logp = self._log_softmax(model, alt_mb).gather(-1, alt_mb.completion_ids[..., None]).squeeze(-1)
+        alt_sums = (alt_logp * alt_mb.completion_mask).sum(-1)  # (n_alt,)
+        return normalise_choices(logp, mb.completion_mask, alt_sums, owner)
 
     def _probe_dists(self, samples: Sequence[Sample], mb: MicroBatch, need: dict[str, int]) -> dict[str, ProbeDist]:
         """No-grad distributions of each needed probe over ``mb``'s completion tokens.
@@ -228,8 +271,10 @@ class Learner:
             # taken (detached) from the training forward itself; no extra pass needed.
             old: list[torch.Tensor | None] = [None] * len(micro)
             if cfg.updates_per_batch > 1:
-                old = [self._logprobs(self._forward_model(), mb) for mb in micro]
-            ref = [self._logprobs(self.ref_model, mb) for mb in micro] if cfg.beta > 0 else None
+                old = [self._normalise_choices(self._forward_model(), samples, mb, self._logprobs(self._forward_model(), mb))
+                       for mb in micro]
+            ref = ([self._normalise_choices(self.ref_model, samples, mb, self._logprobs(self.ref_model, mb)) for mb in micro]
+                   if cfg.beta > 0 else None)
             # Probes are scored once, by the weights before this step's updates.
             probes = [self._probe_dists(samples, mb, need) for mb in micro]
             reweight_stats, reweight_records = self._reweight(samples, micro, probes, progress)
@@ -246,6 +291,7 @@ class Learner:
             for k, mb in enumerate(micro):
                 logp_full = self._log_softmax(self._forward_model(), mb)  # (b, T, V)
                 logp = logp_full.gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+                logp = self._normalise_choices(self._forward_model(), samples, mb, logp)
                 if old[k] is None:
                     old[k] = logp.detach()
                 if epoch == 0:  # generator vs learner, same tokens, before any update

@@ -77,6 +77,7 @@ class Completion(BaseModel):
     prompt_truncated: bool = Field(
         default=False, description="True when the prompt's first tokens were dropped to fit the context."
     )
+    alternatives: list[list[int]] = Field(default_factory=list, description="The other choices' completion tokens when the reply was chosen among a request's choices (action_mode: score): the learner normalises the chosen reply's likelihood over them.")
     score: float | None = Field(default=None, description="A reward model's score; ``text`` holds repr(score).")
 
 

@@ -106,15 +106,29 @@ def test_score_mode_plays_the_exact_policy(tiny) -> None:
     assert chi_square(counts, untempered, queries) > 10 * threshold  # the test tells a temperature bug apart
 
 
+def as_scored(policy, prompt: list[int], comp) -> list[float]:
+    """The chosen reply's per-token scores, the last minus ``logsumexp`` of every choice's summed score: they
+    sum to ``log P(chosen)`` (arena/policies/choices.py)."""
+    import math
+
+    own = policy.score(prompt, comp.completion_ids, PARAMS)
+    totals = [sum(own)] + [sum(policy.score(prompt, a, PARAMS)) for a in comp.alternatives]
+    top = max(totals)
+    return [*own[:-1], own[-1] - (top + math.log(sum(math.exp(t - top) for t in totals)))]
+
+
 def test_the_completion_is_the_chosen_action_as_scored(tiny) -> None:
-    """text = the choice, completion_ids = action_ids(choice), logprobs = policy.score of those tokens."""
+    """text = the choice, completion_ids = action_ids(choice), alternatives = the other choices' ids,
+    logprobs = policy.score of those tokens, normalised over the choices at the last token."""
     query = next(iter(kuhn_queries().values()))
     request = Request(messages=query.messages, params=PARAMS, seed=3, choices=list(query.actions))
     (comp,) = tiny.generate([request])
     prompt = tiny.encode(request)
     assert comp.text in query.actions and comp.prompt_ids == prompt and comp.finish_reason == "stop"
     assert comp.completion_ids == action_ids(tiny.tokenizer, comp.text)
-    assert comp.logprobs == pytest.approx(tiny.score(prompt, comp.completion_ids, PARAMS), abs=1e-6)
+    assert comp.alternatives == [action_ids(tiny.tokenizer, a) for a in query.actions if a != comp.text]
+    assert comp.logprobs == pytest.approx(as_scored(tiny, prompt, comp), abs=1e-6)
+    assert sum(comp.logprobs) < 0
     assert parse_action(comp.text, query.actions) == list(query.actions).index(comp.text)
 
 
@@ -132,7 +146,7 @@ def test_a_prompt_over_the_context_is_fitted_beside_the_longest_choice(tiny) -> 
     (comp,) = HFPolicy(tiny.model, tiny.tokenizer, max_model_len=64, overflow="truncate").generate([request])
     assert comp.prompt_truncated and len(comp.prompt_ids) == 64 - longest
     assert comp.prompt_ids == tiny.encode(request)[-(64 - longest):] and comp.text in query.actions
-    assert comp.logprobs == pytest.approx(tiny.score(comp.prompt_ids, comp.completion_ids, PARAMS), abs=1e-6)
+    assert comp.logprobs == pytest.approx(as_scored(tiny, comp.prompt_ids, comp), abs=1e-6)
 
 
 def test_seeded_choices_are_reproducible_and_batch_independent(tiny) -> None:
