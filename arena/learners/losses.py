@@ -139,3 +139,26 @@ def importance_weights(
     else:
         raise ValueError(f"importance mode {mode!r}: expected none, tis or mis")
     return w, rho
+
+
+def normalise_choices(logp: torch.Tensor, mask: torch.Tensor, alt_sums: torch.Tensor, owner: Sequence[int]) -> torch.Tensor:
+    """``logp`` (b, T) of chosen replies, normalised over their alternatives: ``alt_sums[a]`` is alternative
+    ``a``'s summed logprob ``l_a``, belonging to row ``owner[a]``. Row ``r`` with alternatives gets
+    ``- logsumexp(l_r, l_a for a of r)`` added at its last completion token (``mask``'s last 1), where
+    ``l_r = sum_t logp[r, t] * mask[r, t]``; the row then sums to ``log softmax(l)_chosen``. Differentiable
+    in ``logp`` and ``alt_sums``; rows without alternatives are unchanged."""
+    b = logp.shape[0]
+    own = (logp * mask).sum(-1)  # (b,)
+    count = [0] * b
+    slot = []
+    for r in owner:
+        count[r] += 1
+        slot.append(count[r])
+    table = torch.full((b, 1 + max(count)), float("-inf"), dtype=logp.dtype, device=logp.device)
+    table = table.index_put((torch.arange(b, device=logp.device), torch.zeros(b, dtype=torch.long, device=logp.device)), own)
+    owners = torch.tensor(list(owner), dtype=torch.long, device=logp.device)
+    table = table.index_put((owners, torch.tensor(slot, dtype=torch.long, device=logp.device)), alt_sums.to(logp.dtype))
+    has = torch.tensor([c > 0 for c in count], device=logp.device)
+    lse = torch.where(has, table.logsumexp(-1), torch.zeros_like(own))
+    last = (mask.sum(-1).long() - 1).clamp(min=0)
+    return logp - torch.zeros_like(logp).scatter(1, last[:, None], lse[:, None])

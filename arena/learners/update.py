@@ -55,7 +55,8 @@ from arena.learners.batch import MicroBatch, collate, completion_log_softmax, co
 from arena.learners.config import LearnerConfig, ObjectiveConfig
 from arena.learners.lora import apply_lora, is_lora
 from arena.learners.losses import (
-    aggregation_weights, clipped_surrogate, importance_weights, kl_penalty, phase_aggregation_weights, reinforce_detached,
+    aggregation_weights, clipped_surrogate, importance_weights, kl_penalty, normalise_choices, phase_aggregation_weights,
+    reinforce_detached,
 )
 from arena.learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
 from arena.learners.progress import Progress
@@ -108,29 +109,6 @@ def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
     finally:
         for t, original in zip(tensors, saved, strict=True):
             t.copy_(original)
-
-
-def normalise_choices(logp: torch.Tensor, mask: torch.Tensor, alt_sums: torch.Tensor, owner: Sequence[int]) -> torch.Tensor:
-    """``logp`` (b, T) of chosen replies, normalised over their alternatives: ``alt_sums[a]`` is alternative
-    ``a``'s summed logprob ``l_a``, belonging to row ``owner[a]``. Row ``r`` with alternatives gets
-    ``- logsumexp(l_r, l_a for a of r)`` added at its last completion token (``mask``'s last 1), where
-    ``l_r = sum_t logp[r, t] * mask[r, t]``; the row then sums to ``log softmax(l)_chosen``. Differentiable
-    in ``logp`` and ``alt_sums``; rows without alternatives are unchanged."""
-    b = logp.shape[0]
-    own = (logp * mask).sum(-1)  # (b,)
-    count = [0] * b
-    slot = []
-    for r in owner:
-        count[r] += 1
-        slot.append(count[r])
-    table = torch.full((b, 1 + max(count)), float("-inf"), dtype=logp.dtype, device=logp.device)
-    table = table.index_put((torch.arange(b, device=logp.device), torch.zeros(b, dtype=torch.long, device=logp.device)), own)
-    owners = torch.tensor(list(owner), dtype=torch.long, device=logp.device)
-    table = table.index_put((owners, torch.tensor(slot, dtype=torch.long, device=logp.device)), alt_sums.to(logp.dtype))
-    has = torch.tensor([c > 0 for c in count], device=logp.device)
-    lse = torch.where(has, table.logsumexp(-1), torch.zeros_like(own))
-    last = (mask.sum(-1).long() - 1).clamp(min=0)
-    return logp - torch.zeros_like(logp).scatter(1, last[:, None], lse[:, None])
 
 
 class Learner:

@@ -24,7 +24,7 @@ choices' ``action_ids`` (in order), ``finish_reason="stop"``, and ``logprobs`` i
 
     logprobs[-1] = log pi_T(last token) - logsumexp_j l_j,    so  sum(logprobs) = log P(i).
 
-The learner does the same (:func:`arena.learners.update.normalise_choices`): it scores the
+The learner does the same (:func:`arena.learners.losses.normalise_choices`): it scores the
 alternatives in the same forward pass, with gradient, and subtracts ``logsumexp_j l_j`` at the chosen
 reply's last token. The loss then sees the policy that plays: at one update per batch the
 policy-gradient term of a sample is ``-A * grad log P(i) = -A * (grad l_i - sum_j P(j) grad l_j)``,

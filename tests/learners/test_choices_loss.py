@@ -1,5 +1,5 @@
 """Replies chosen among a request's choices (``action_mode: score``) train on the policy that plays:
-``log P(i) = l_i - logsumexp_j l_j`` (arena/learners/update.py, ``normalise_choices``), checked against
+``log P(i) = l_i - logsumexp_j l_j`` (``normalise_choices`` in arena/learners/losses.py), checked against
 hand values and against a reference loop over whole sequences."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.core.types import Sample
-from arena.learners.update import normalise_choices
+from arena.learners.losses import normalise_choices
 
 T = 0.9
 PROMPTS = [[5, 6, 7, 8], [5, 6, 9], [5, 6, 7, 11, 12], [5, 13]]
