@@ -4,11 +4,13 @@
     .venv/bin/python bench/kuhn_learning.py --seeds 0 1 --steps 12 --parallel 1 --set learner.lr=1e-4
     .venv/bin/python bench/kuhn_learning.py --report runs/kuhn_bench  # the table and plot of finished runs
 
-Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE) or ``kuhn.grpo.yaml`` (GRPO)
-with ``train.seed=N`` and the same budget; the exploitability eval (``kind: exact``: the model's
+Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE), ``kuhn.grpo.yaml`` (GRPO),
+``kuhn.players.yaml`` (RAE, one trainable policy per player) or ``kuhn.score.yaml`` (RAE, moves drawn
+from the scored policy: the exact number is the played policy's) with ``train.seed=N`` and the same budget; the exploitability eval (``kind: exact``: the model's
 teacher-forced action probabilities at the sampling temperature, OpenSpiel's exact best
 response) runs at step 0 (the base model), every ``--every`` steps and at the end. Prints a
-markdown table (exploitability per step, final minus base) and writes ``exploitability.png``.
+markdown table (exploitability per step, final minus base, the played policy's exploitability by
+the exact-text formula, the last step's invalid-turn rate) and writes ``exploitability.png``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml"}
+ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml",
+        "players": "games/openspiel/kuhn.players.yaml",  # one trainable policy per player (issue #36)
+        "score": "games/openspiel/kuhn.score.yaml"}  # action_mode score: the scored policy is the played one
 KEY = "eval/exploitability/exploitability"
+PLAYED = "eval/exploitability/exploitability_played"  # exp(l_i) + invalid share on the uniform fallback
 
 
 def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int, extra: list[str]) -> float:
@@ -43,21 +48,32 @@ def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int
     return wall
 
 
-def curve(run: Path) -> dict[int, float]:
+def curve(run: Path, key: str = KEY) -> dict[int, float]:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] if (run / "metrics.jsonl").exists() else []
-    return {int(r["step"]): float(r[KEY]) for r in rows if isinstance(r.get(KEY), (int, float))}
+    return {int(r["step"]): float(r[key]) for r in rows if isinstance(r.get(key), (int, float))}
+
+
+def last_value(run: Path, key: str) -> float | None:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] if (run / "metrics.jsonl").exists() else []
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return float(values[-1]) if values else None
 
 
 def report(out: Path) -> None:
     runs = sorted(p for p in out.iterdir() if p.is_dir())
     curves = {p.name: curve(p) for p in runs}
     steps = sorted({s for c in curves.values() for s in c})
-    print("| run | " + " | ".join(f"step {s}" for s in steps) + " | final - base | wall s |")
-    print("|---|" + "---|" * (len(steps) + 2))
+    print("| run | " + " | ".join(f"step {s}" for s in steps)
+          + " | final - base | played, final (exact-text) | invalid turns, last step | wall s |")
+    print("|---|" + "---|" * (len(steps) + 4))
     for name, c in curves.items():
         wall = (out / f"{name}.wall").read_text().split()[0] if (out / f"{name}.wall").exists() else "?"
         delta = f"{c[max(c)] - c[min(c)]:+.4f}" if len(c) > 1 else "n/a"
-        print(f"| {name} | " + " | ".join(f"{c[s]:.4f}" if s in c else "" for s in steps) + f" | {delta} | {wall} |")
+        played = curve(out / name, PLAYED)
+        invalid = last_value(out / name, "game/invalid_turn_rate")
+        print(f"| {name} | " + " | ".join(f"{c[s]:.4f}" if s in c else "" for s in steps) + f" | {delta} | "
+              + (f"{played[max(played)]:.4f}" if played else "n/a") + " | "
+              + (f"{invalid:.2f}" if invalid is not None else "n/a") + f" | {wall} |")
     import matplotlib
 
     matplotlib.use("Agg")
