@@ -13,12 +13,14 @@ leave rounding error in ``W``).
 peft is imported only when ``learner.lora`` is set. The adapter is the ``default`` adapter of a
 ``peft.PeftModel``; its ``save_pretrained`` writes ``adapter_config.json`` and
 ``adapter_model.safetensors``, the folder that checkpoints hold and that
-:func:`arena.core.models.load_causal_lm` loads over its base model.
+:func:`arena.core.models.load_causal_lm` loads over its base model. Several trainable policies on one
+base (``shared_base``) hold one ``PeftModel`` with an adapter named after each policy, each learner
+seeing it through a :class:`~arena.learners.adapters.PolicyAdapter`; the helpers below take either.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from arena.core.errors import ConfigError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -45,6 +47,13 @@ class LoraConfig(BaseModel):
         "gate_proj; or ['all-linear'] for every linear layer but the output head.",
     )
 
+    shared_base: bool | Literal["auto"] = Field(
+        default="auto", description="Several trainable policies with adapters over one base (same model, dtype and "
+        "device, hf backend, generator dtype = learner weights): 'auto' or true holds ONE base with a named adapter "
+        "per policy (learners and generators share it); true also makes a policy that cannot share a one-line "
+        "error; false gives each policy its own model copy (docs/guides/several-policies.md).",
+    )
+
     @field_validator("target_modules")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
@@ -56,31 +65,43 @@ class LoraConfig(BaseModel):
         return v
 
 
-def apply_lora(model: Any, cfg: LoraConfig) -> Any:
-    """``model`` wrapped in a ``peft.PeftModel`` whose only trainable weights are the adapters.
+def apply_lora(model: Any, cfg: LoraConfig, adapter: str = ADAPTER) -> Any:
+    """``model`` wrapped in a ``peft.PeftModel`` whose only trainable weights are the adapter ``adapter``.
 
     The base model's modules are changed in place (adapter layers injected), so whoever else holds
     ``model`` runs with the adapters too. A target name that matches no layer is one line. ``A`` is drawn
     from the seed :data:`INIT_SEED` (the global RNG is left untouched), ``B`` is zero."""
     import peft
-    import torch
 
-    targets: Any = "all-linear" if cfg.target_modules == ["all-linear"] else list(cfg.target_modules)
     bad = unknown_targets(list(cfg.target_modules), linear_names(model))
     if bad:  # peft refuses only when no name matches: one misspelt name among valid ones would train silently less
         raise ConfigError(f"learner.lora.target_modules: {', '.join(bad)} match(es) no linear layer of the model; its "
                           f"layers: {', '.join(sorted(linear_names(model)))} (or all-linear)")
-    peft_cfg = peft.LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets,
-                               bias="none", task_type="CAUSAL_LM")
     try:
-        # peft draws A (Kaiming-uniform) from the global RNG: draw it from a fixed seed instead, leaving
-        # the global state as it was, so the adapters' start is a function of the model and the config.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(INIT_SEED)
-            wrapped = peft.get_peft_model(model, peft_cfg)
+        return seeded(lambda: peft.get_peft_model(model, peft_config(cfg), adapter_name=adapter))
     except ValueError as e:  # "Target modules {...} not found in the base model."
         raise ConfigError(f"learner.lora.target_modules={cfg.target_modules}: {' '.join(str(e).split())}") from None
-    return wrapped
+
+
+def peft_config(cfg: LoraConfig) -> Any:
+    """peft's ``LoraConfig`` for ``learner.lora``."""
+    import peft
+
+    targets: Any = "all-linear" if cfg.target_modules == ["all-linear"] else list(cfg.target_modules)
+    return peft.LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets,
+                           bias="none", task_type="CAUSAL_LM")
+
+
+def seeded(make: Any) -> Any:
+    """``make()`` with the global RNG seeded from :data:`INIT_SEED`, and left as it was after.
+
+    peft draws A (Kaiming-uniform) from the global RNG: from a fixed seed instead, an adapter's start is a
+    function of the model and the config (every policy's adapter starts alike, shared base or not)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(INIT_SEED)
+        return make()
 
 
 def linear_names(model: Any) -> set[str]:
@@ -127,30 +148,40 @@ def base_model(model: Any) -> Any:
     return model.get_base_model() if is_lora(model) else model
 
 
+def adapter_of(model: Any) -> tuple[Any, str]:
+    """The peft model that holds ``model``'s adapter, and the adapter's name: a
+    :class:`~arena.learners.adapters.PolicyAdapter`'s shared model and policy name, else ``(model, "default")``."""
+    return (model.peft, model.adapter) if hasattr(model, "adapter") and hasattr(model, "peft") else (model, ADAPTER)
+
+
 def set_base_name(model: Any, name: str) -> None:
     """Record ``name`` (a built-in name, a folder, a hub id) as the base that a saved adapter loads over."""
-    model.peft_config[ADAPTER].base_model_name_or_path = name
+    peft_model, adapter = adapter_of(model)
+    peft_model.peft_config[adapter].base_model_name_or_path = name
 
 
 def adapter_state_dict(model: Any) -> dict[str, Any]:
-    """The adapter's weights alone (peft's names, as ``adapter_model.safetensors`` holds them)."""
+    """The adapter's weights alone (peft's names without the adapter's, as ``adapter_model.safetensors`` holds them)."""
     from peft import get_peft_model_state_dict
 
-    return get_peft_model_state_dict(model, adapter_name=ADAPTER)
+    peft_model, adapter = adapter_of(model)
+    return get_peft_model_state_dict(peft_model, adapter_name=adapter)
 
 
 def load_adapter_state(model: Any, state: dict[str, Any]) -> None:
-    """Copy saved adapter weights into ``model``'s adapter; a missing or unexpected adapter key is an error."""
+    """Copy saved adapter weights into ``model``'s adapter; a missing or unexpected adapter key is an error
+    (another policy's adapter on the same base is neither)."""
     from peft import set_peft_model_state_dict
 
-    result = set_peft_model_state_dict(model, state, adapter_name=ADAPTER)
-    missing = [k for k in result.missing_keys if "lora_" in k]
+    peft_model, adapter = adapter_of(model)
+    result = set_peft_model_state_dict(peft_model, state, adapter_name=adapter)
+    missing = [k for k in result.missing_keys if "lora_" in k and f".{adapter}." in k]
     if missing or result.unexpected_keys:
         raise ValueError(f"adapter does not fit the model: missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}")
 
 
 def merged_state_dict(model: Any) -> dict[str, Any]:
-    """The base model's state dict with every adapter merged: ``W + (alpha / r) * B A`` per LoRA layer,
+    """The base model's state dict with ``model``'s adapter merged: ``W + (alpha / r) * B A`` per LoRA layer,
     under transformers' own names (what a plain model's ``load_state_dict`` or vLLM's loader takes).
 
     The learner's weights are not touched: each merged weight is a new tensor."""
@@ -158,11 +189,12 @@ def merged_state_dict(model: Any) -> dict[str, Any]:
     from peft.tuners.lora import LoraLayer
 
     base = base_model(model)
+    adapter = adapter_of(model)[1]
     deltas = {}
     with torch.no_grad():
         for name, module in base.named_modules():
-            if isinstance(module, LoraLayer) and ADAPTER in module.lora_A:
-                deltas[f"{name}.weight"] = module.get_delta_weight(ADAPTER)
+            if isinstance(module, LoraLayer) and adapter in module.lora_A:
+                deltas[f"{name}.weight"] = module.get_delta_weight(adapter)
         out = {}
         for key, value in base.state_dict().items():
             if "lora_" in key:

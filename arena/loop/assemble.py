@@ -131,12 +131,52 @@ def report_untrained_phases(cfg: ArenaConfig, env: Any) -> None:
               "(add them under learner.estimators)", file=sys.stderr)
 
 
+def shared_bases(cfg: ArenaConfig, staleness: int = 0) -> dict[str, str]:
+    """Trainable policy -> its group (the group's first policy) of LoRA policies that hold ONE base with a named
+    adapter each (``learner.lora.shared_base``, arena/learners/adapters.py): two or more over the same model,
+    dtype and device, on hf generators whose dtype is the learner's weights (so learners and generators share
+    it), with synchronous rollouts. A policy alone on its base is in no group. ``shared_base: true`` on a
+    policy that cannot share, or on adapters over different bases, is one line; ``false`` opts out."""
+    if len(cfg.trainables) < 2:
+        return {}
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    asked: dict[str, tuple[str, str, str]] = {}  # shared_base: true -> the policy's base
+    for name in cfg.trainables:
+        lc, spec = resolve_precision(cfg.learner_for(name)), cfg.policies[name]
+        if lc.lora is None or lc.lora.shared_base is False or not isinstance(spec, ModelPolicySpec):
+            continue
+        why = None
+        if spec.backend != "hf":
+            why = (f"its backend is {spec.backend}; adapters share a base on the hf backend only (vLLM serving "
+                   "several trainable adapters in one generate call is not done)")
+        elif (spec.resolved_dtype, spec.device) != (lc.param_dtype, lc.device):
+            why = (f"its generator ({spec.resolved_dtype} on {spec.device}) differs from its learner's weights "
+                   f"({lc.param_dtype} on {lc.device}), so they cannot share one base")
+        elif staleness:
+            why = "train.async plays while the learners update, on weights of their own"
+        if why is not None:
+            if lc.lora.shared_base is True:
+                raise ConfigError(f"policies.{name}: learner.lora.shared_base is true but {why}; fix that or set "
+                                  "learner.lora.shared_base: false")
+            continue
+        key = (portable_model_name(spec.model), spec.resolved_dtype, spec.device)
+        groups.setdefault(key, []).append(name)
+        if lc.lora.shared_base is True:
+            asked[name] = key
+    if len(set(asked.values())) > 1:
+        bases = ", ".join(f"{n}: {' '.join(k)}" for n, k in asked.items())
+        raise ConfigError(f"learner.lora.shared_base: true asks adapters over different bases to share one ({bases}); "
+                          "give them one model, dtype and device, or set shared_base: false")
+    return {name: members[0] for members in groups.values() if len(members) > 1 for name in members}
+
+
 def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int,
                   dist: Dist) -> tuple[Learner, Any]:
     """Trainable policy ``name``'s learner and tokenizer. An hf generator on the learner's device whose dtype
     is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
     master then starts from the generator's bf16 copy of the initial weights. With async rollouts
-    (k >= 1) the generator plays while the learner updates: it needs its own copy."""
+    (k >= 1) the generator plays while the learner updates: it needs its own copy. A policy whose base
+    is shared (:func:`shared_bases`) trains its own named adapter on it (arena/learners/adapters.py)."""
     from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
     from arena.loop.build import reference_model
 
@@ -151,6 +191,10 @@ def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
         from arena.core.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
+    if name in shared_bases(cfg, staleness) and learner_cfg.lora is not None:
+        from arena.learners.adapters import policy_adapter
+
+        model = policy_adapter(model, name, learner_cfg.lora, store.adapters)
     ref = reference_model(cfg, policies, store, learner_cfg.device, name) if learner_cfg.beta > 0 else None
     return Learner(model, learner_cfg, tokenizer.pad_token_id, spec.sampling.temperature, ref, dist), tokenizer
 
@@ -166,6 +210,8 @@ def build_trained(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
         from arena.learners.lora import set_base_name
 
         set_base_name(learner.module, portable_model_name(spec.model))
+        if hasattr(learner.module, "activate"):  # a shared base: the generator runs this policy's adapter
+            generator.adapter = learner.module.activate
         if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
             folder = ".adapter_sync" if name == cfg.trainable else f".adapter_sync/{name}"
             adapter_sync = AdapterFolders(run_dir / folder)
@@ -192,8 +238,9 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     check_reachable(cfg.train.loggers)
     staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
     check_async(cfg, dist)
+    share = shared_bases(cfg, staleness)  # before any model loads
     store = ModelStore()
-    policies = build_policies(cfg, store=store)
+    policies = build_policies(cfg, store=store, share=share)
     trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir) for name in cfg.trainables]
     env = cfg.game.make_env()  # also computes the game's step metrics
     state = env.make_state()

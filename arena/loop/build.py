@@ -17,7 +17,7 @@ CLIs (train, play, eval, tournament) share:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,8 @@ class ModelStore:
     """Transformers models loaded once per (resolved model, dtype, device) and shared."""
 
     models: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict)
+    # Trainable policies' shared base (learner.lora.shared_base): its peft model of named adapters, by id(base).
+    adapters: dict[int, Any] = field(default_factory=dict)
 
     def get(self, name: str, dtype: str, device: str) -> tuple[Any, Any]:
         from arena.core.models import load_causal_lm, resolve_model
@@ -57,9 +59,12 @@ def used_policies(cfg: ArenaConfig, seats: Iterable[str] = ()) -> list[str]:
 
 
 def build_policies(
-    cfg: ArenaConfig, names: Iterable[str] | None = None, store: ModelStore | None = None, **hf_kwargs: Any
+    cfg: ArenaConfig, names: Iterable[str] | None = None, store: ModelStore | None = None,
+    share: Mapping[str, str] | None = None, **hf_kwargs: Any
 ) -> dict[str, Policy]:
-    """Policies by name for ``names`` (default: those the config uses)."""
+    """Policies by name for ``names`` (default: those the config uses). ``share``: trainable policy -> the
+    name of its group of LoRA policies over one base (:func:`arena.loop.assemble.shared_bases`); a group's
+    hf policies all run on the model its first built one loads."""
     names = list(names) if names is not None else used_policies(cfg)
     store = store or ModelStore()
     specs = {}
@@ -68,6 +73,8 @@ def build_policies(
             specs[name] = cfg.policy_spec(name)
         except KeyError:
             raise ConfigError(f"seats: unknown policy {name!r}; known: {', '.join(cfg.policies)}") from None
+    share = share or {}
+    bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
     policies: dict[str, Policy] = {}
     for name, spec in specs.items():  # bots first: a typo fails before any model loads
         if isinstance(spec, ScriptedSpec):
@@ -89,7 +96,10 @@ def build_policies(
         elif isinstance(spec, ModelPolicySpec):
             # A LoRA learner hands a vLLM generator its adapter alone: the engine must reserve the rank.
             lora = cfg.learner.lora.r if cfg.learner.lora is not None and spec.trainable else None
-            policies[name] = make_model_policy(spec, name, store, lora_rank=lora, **hf_kwargs)
+            base = bases.get(share[name]) if name in share else None
+            policies[name] = make_model_policy(spec, name, store, lora_rank=lora, base=base, **hf_kwargs)
+            if name in share:
+                bases.setdefault(share[name], policies[name])
     return policies
 
 
@@ -114,16 +124,19 @@ def league_policy(cfg: ArenaConfig, spec: ModelPolicySpec | str, name: str) -> P
 
 
 def make_model_policy(
-    spec: ModelPolicySpec, name: str, store: ModelStore, lora_rank: int | None = None, **kwargs: Any
+    spec: ModelPolicySpec, name: str, store: ModelStore, lora_rank: int | None = None, base: Any = None, **kwargs: Any
 ) -> Policy:
     """The configured generation backend for one model policy. ``lora_rank``: a vLLM engine that will
-    be handed LoRA adapters of this rank (the trainable policy of a ``learner.lora`` run)."""
+    be handed LoRA adapters of this rank (the trainable policy of a ``learner.lora`` run). ``base``: an
+    hf policy whose model and tokenizer this one runs on (adapters on a shared base)."""
     if spec.backend == "hf":
         from arena.policies.hf import HFPolicy
 
         model: Any = spec.model
         tokenizer = None
-        if not spec.trainable:  # frozen weights: one shared copy per (model, dtype, device)
+        if base is not None:
+            model, tokenizer = base.model, base.tokenizer
+        elif not spec.trainable:  # frozen weights: one shared copy per (model, dtype, device)
             model, tokenizer = store.get(spec.model, spec.resolved_dtype, spec.device)
         return HFPolicy(
             model, tokenizer=tokenizer, dtype=spec.resolved_dtype, device=spec.device, max_batch_size=spec.max_batch_size,

@@ -28,13 +28,16 @@ truncated on the left or answered with ``finish_reason="overflow"`` instead of
 failing the batch. A request with ``choices`` is not generated: one of its choices is drawn by its
 scored likelihood as the whole reply (:mod:`arena.policies.choices`), its prompt fitted beside the
 longest choice.
+
+Several trainable policies' LoRA adapters on one base (arena/learners/adapters.py) share one model: each
+policy's ``adapter`` hook makes its own adapter active before every generation and scoring pass.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -118,6 +121,8 @@ class HFPolicy:
         self.per_request_rng = per_request_rng
         self.prefix_sharing = prefix_sharing
         self.prefill_rows_saved = 0  # rows whose prompt was not prefilled again (prefix sharing)
+        # A shared base's adapters: makes this policy's adapter the active one (None: the model as it is).
+        self.adapter: Callable[[], None] | None = None
 
     def _eos_ids(self) -> set[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -197,6 +202,8 @@ class HFPolicy:
         """
         if not isinstance(seed, int) and len(seed) != len(prompts):
             raise ValueError(f"generate_ids: {len(seed)} seeds for {len(prompts)} prompts")
+        if self.adapter is not None:
+            self.adapter()
         try:
             return self._decode(prompts, params, seed if isinstance(seed, int) else list(seed))
         finally:
@@ -303,6 +310,8 @@ class HFPolicy:
     @torch.inference_mode()
     def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
         """Teacher-forced logprobs of ``completion_ids`` under the same sampling transform."""
+        if self.adapter is not None:
+            self.adapter()
         ids = torch.tensor([prompt_ids + completion_ids], device=self.device)
         # Only the completion's positions: the prompt's logits would be (prompt, vocab), most of the cost.
         logits = self.model(input_ids=ids, logits_to_keep=len(completion_ids) + 1).logits[0, :-1]
