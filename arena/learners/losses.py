@@ -147,18 +147,11 @@ def normalise_choices(logp: torch.Tensor, mask: torch.Tensor, alt_sums: torch.Te
     ``- logsumexp(l_r, l_a for a of r)`` added at its last completion token (``mask``'s last 1), where
     ``l_r = sum_t logp[r, t] * mask[r, t]``; the row then sums to ``log softmax(l)_chosen``. Differentiable
     in ``logp`` and ``alt_sums``; rows without alternatives are unchanged."""
-    b = logp.shape[0]
     own = (logp * mask).sum(-1)  # (b,)
-    count = [0] * b
-    slot = []
-    for r in owner:
-        count[r] += 1
-        slot.append(count[r])
-    table = torch.full((b, 1 + max(count)), float("-inf"), dtype=logp.dtype, device=logp.device)
-    table = table.index_put((torch.arange(b, device=logp.device), torch.zeros(b, dtype=torch.long, device=logp.device)), own)
-    owners = torch.tensor(list(owner), dtype=torch.long, device=logp.device)
-    table = table.index_put((owners, torch.tensor(slot, dtype=torch.long, device=logp.device)), alt_sums.to(logp.dtype))
-    has = torch.tensor([c > 0 for c in count], device=logp.device)
-    lse = torch.where(has, table.logsumexp(-1), torch.zeros_like(own))
-    last = (mask.sum(-1).long() - 1).clamp(min=0)
-    return logp - torch.zeros_like(logp).scatter(1, last[:, None], lse[:, None])
+    rows: dict[int, list[int]] = {}
+    for a, r in enumerate(owner):
+        rows.setdefault(r, []).append(a)
+    shift = torch.stack([torch.logsumexp(torch.cat([own[r:r + 1], alt_sums[rows[r]].to(own.dtype)]), 0)
+                         if r in rows else own.new_zeros(()) for r in range(len(own))])
+    last = mask.sum(-1).long() - 1  # each row's last completion token
+    return logp - torch.zeros_like(logp).scatter(1, last[:, None], shift[:, None])
