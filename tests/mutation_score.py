@@ -103,6 +103,10 @@ EQUIVALENT: set[str] = {
     "arena.learners.losses.x_aggregate__mutmut_18",
     "arena.learners.losses.x_aggregate__mutmut_22",
     "arena.learners.losses.x_aggregation_weights__mutmut_20",
+    "arena.learners.losses.x_normalise_choices__mutmut_4",
+    "arena.learners.losses.x_normalise_choices__mutmut_32",
+    # normalise_choices: alt_sums.to(own.dtype) -> .to(None): the sums already have logp's dtype in every caller.
+    "arena.learners.losses.x_normalise_choices__mutmut_24",
     # grpo(..., scale=False) -> scale=None: both falsy.
     "arena.learners.advantages.x_lsp_solver__mutmut_3",
     # super().update(metrics) -> super().update(None): the base update ignores its argument.
