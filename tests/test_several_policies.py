@@ -69,10 +69,12 @@ def test_each_policy_learns_from_its_own_seats_only(tiny_model_dir: Path, tmp_pa
     """Perturbing p1's turns changes p1's update and leaves p0's bit-identical; a planted cross-over (p0's
     samples built from every trainable turn) makes p0 depend on p1's turns, which the same check sees."""
     torch.set_num_threads(1)
-    episodes, _ = make(tiny_model_dir, tmp_path / "play").play_step(1)
+    episodes, _ = make(tiny_model_dir, tmp_path / "play").play_step(2)  # step 2's games give both policies samples
     assert {t.policy for ep in episodes for t in ep.turns} == {"p0", "p1"}
+    start = weights(make(tiny_model_dir, tmp_path / "start"), "p0")
     a = step_on(tiny_model_dir, tmp_path / "a", episodes)
     b = step_on(tiny_model_dir, tmp_path / "b", perturbed(episodes, "p1"))
+    assert not same(weights(a, "p0"), start), "p0 trained nothing: the isolation check would be empty"
     assert same(weights(a, "p0"), weights(b, "p0")), "p0's update depends on p1's turns"
     assert not same(weights(a, "p1"), weights(b, "p1")), "the perturbation did not reach p1's own update"
     assert a.trained[0].learner.module is not a.trained[1].learner.module
