@@ -20,6 +20,7 @@ from arena.learners.adapters import PolicyAdapter
 from arena.learners.lora import adapter_state_dict
 from arena.loop.config import load_config
 from arena.loop.trainer import Trainer, seed_everything
+from test_several_policies import perturbed
 
 CONFIG = "games/openspiel/kuhn.players.yaml"
 LORA = "learner.lora={r: 4, alpha: 8.0}"
@@ -67,18 +68,6 @@ def step_on(model: Path, run: Path, episodes: list, *extra: str) -> Trainer:
     trainer.play_step = lambda step: (episodes, {"gen/tokens": 0.0, "time/play_s": 0.0})  # type: ignore[method-assign]
     trainer.train_step()
     return trainer
-
-
-def perturbed(episodes: list, policy: str) -> list:
-    """The episodes with every turn of ``policy`` changed: other tokens, the opposite reward and return."""
-    out = copy.deepcopy(episodes)
-    for ep in out:
-        for turn in ep.turns:
-            if turn.policy == policy:
-                turn.completion_ids = [(i + 7) % 1000 for i in turn.completion_ids]
-                turn.reward = -turn.reward - 1.0
-                ep.rewards[turn.seat] = -ep.rewards[turn.seat] - 1.0
-    return out
 
 
 def test_one_base_holds_both_adapters(tiny_model_dir: Path, tmp_path: Path) -> None:
