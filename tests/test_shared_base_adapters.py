@@ -8,7 +8,6 @@ tokenizer (``tiny_model_dir``): real games, real updates, seconds per step.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
