@@ -5,6 +5,7 @@ names) is not generated freely. Each choice is scored teacher-forced as the WHOL
 ``action_ids(a_i) = tokenize(a_i) + [eos]``::
 
     l_i = sum_t log pi_T(token_t | prompt, tokens_<t)        (policy.score, the sampling transform at T)
+                                                              (the hf backend scores all rows of a call batched)
     P(i) = softmax(l)_i = exp(l_i) / sum_j exp(l_j)           (normalise)
 
 and index ``i`` is drawn with probability ``P(i)``: ``u`` is the first draw of
@@ -71,14 +72,15 @@ def draw(probs: Sequence[float], seed: int) -> int:
     return max(i for i, p in enumerate(probs) if p > 0)
 
 
-def choose(policy: Any, request: Request, prompt_ids: list[int], seed: int) -> Completion:
-    """Score each of ``request.choices`` after ``prompt_ids`` with ``policy.score`` and draw one (module
-    docstring). ``policy`` has ``score`` and ``tokenizer`` (the hf backend)."""
+def choose(request: Request, prompt_ids: list[int], ids: list[list[int]], scored: list[list[float]],
+           seed: int) -> Completion:
+    """Draw one of ``request.choices`` (tokens ``ids``, ``action_ids`` of each) by its scores after
+    ``prompt_ids``: ``scored[i]`` is choice ``i``'s per-token ``log pi_T`` (``policy.score``, or the hf
+    backend's batched ``score_rows``, equal to it up to float32 rounding), ``l_i = sum(scored[i])``
+    (module docstring)."""
     choices = request.choices or []
     if not choices:
         raise ValueError("a request with choices needs at least one (got an empty list)")
-    ids = [action_ids(policy.tokenizer, text) for text in choices]
-    scored = [policy.score(prompt_ids, c, request.params) for c in ids]
     logps = [sum(s) for s in scored]
     if max(logps) == -math.inf:
         raise ValueError(f"every choice has probability 0 under top_p={request.params.top_p} (choices: "

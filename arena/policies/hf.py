@@ -27,7 +27,10 @@ model's ``max_position_embeddings`` unless given), so an over-long prompt is
 truncated on the left or answered with ``finish_reason="overflow"`` instead of
 failing the batch. A request with ``choices`` is not generated: one of its choices is drawn by its
 scored likelihood as the whole reply (:mod:`arena.policies.choices`), its prompt fitted beside the
-longest choice.
+longest choice. Every choice of every such request of one call is scored together (:meth:`HFPolicy.score_rows`:
+the distinct prompts prefilled once, then all the choices on their KV cache, two forward passes per batch
+of rows), equal to :meth:`HFPolicy.score` row by row up to float32 rounding; a Kuhn step's 64 single-row
+forwards became 4 (33.7 s -> 3.4 s, bench/choice_scoring.py).
 
 Several trainable policies' LoRA adapters on one base (arena/learners/adapters.py) share one model: each
 policy's ``adapter`` hook makes its own adapter active before every generation and scoring pass.
@@ -139,10 +142,17 @@ class HFPolicy:
         prompts: dict[int, list[int]] = {}
         truncated: set[int] = set()
         chosen = row_seeds([r.seed for r in requests])  # requests with choices: one draw each, own seed
+        choosing: dict[int, tuple[list[int], bool]] = {}  # request -> (fitted prompt, truncated)
         for i, req in enumerate(requests):
             ids = self.encode(req)
             if req.choices is not None:
-                results[i] = self._choose(req, ids, chosen[i])
+                # Fitted beside the longest choice; scored below, every such request's choices batched.
+                budget = max(len(action_ids(self.tokenizer, c)) for c in req.choices or [""])
+                fitted_choice = fit_prompt(ids, budget, self.max_model_len, self.overflow)
+                if fitted_choice is None:
+                    results[i] = overflow_completion()
+                else:
+                    choosing[i] = (fitted_choice[0], len(fitted_choice[0]) < len(ids))
                 continue
             fitted = fit_prompt(ids, req.params.max_new_tokens, self.max_model_len, self.overflow)
             if fitted is None:
@@ -162,34 +172,50 @@ class HFPolicy:
                 for i, comp in zip(chunk, self.generate_ids([prompts[i] for i in chunk], params, seeds), strict=True):
                     comp.prompt_truncated = i in truncated
                     results[i] = comp
+        for i, comp in self._choose({i: (requests[i], p) for i, (p, _) in choosing.items()}, chosen).items():
+            comp.prompt_truncated = choosing[i][1]
+            results[i] = comp
         return [r for r in results if r is not None]
 
-    def _choose(self, request: Request, ids: list[int], seed: int) -> Completion:
-        """One of ``request.choices``, drawn by its scored likelihood (arena/policies/choices.py); the prompt is
-        fitted beside the longest choice."""
-        budget = max(len(action_ids(self.tokenizer, c)) for c in request.choices or [""])
-        fitted = fit_prompt(ids, budget, self.max_model_len, self.overflow)
-        if fitted is None:
-            return overflow_completion()
-        comp = choose(self, request, fitted[0], seed)
-        comp.prompt_truncated = len(fitted[0]) < len(ids)
-        self.tokens_generated += len(comp.completion_ids)
-        return comp
+    def _choose(self, pending: dict[int, tuple[Request, list[int]]], seeds: Sequence[int]) -> dict[int, Completion]:
+        """One of each request's ``choices`` (request id -> (request, fitted prompt)), drawn by its scored
+        likelihood (arena/policies/choices.py) with ``seeds[id]``. Every choice of every request is a row
+        ``prompt + action_ids(choice)``, scored by :meth:`score_rows`; requests of equal params share its
+        batches, planned by rows (a request weighs its number of choices)."""
+        ids = {i: [action_ids(self.tokenizer, c) for c in req.choices or []] for i, (req, _) in pending.items()}
+        groups: dict[SamplingParams, list[int]] = defaultdict(list)
+        for i, (req, _) in pending.items():
+            groups[req.params].append(i)
+        out: dict[int, Completion] = {}
+        for params, members in groups.items():
+            lengths = {i: len(pending[i][1]) + max((len(c) for c in ids[i]), default=0) for i in members}
+            for chunk in self.plan_batches(lengths, {i: len(ids[i]) for i in members}):
+                rows = [(pending[i][1], c) for i in chunk for c in ids[i]]
+                scored = iter(self.score_rows([p for p, _ in rows], [c for _, c in rows], params))
+                for i in chunk:
+                    own = [next(scored) for _ in ids[i]]
+                    out[i] = choose(pending[i][0], pending[i][1], ids[i], own, seeds[i])
+                    self.tokens_generated += len(out[i].completion_ids)
+        return out
 
-    def plan_batches(self, lengths: dict[int, int]) -> list[list[int]]:
+    def plan_batches(self, lengths: dict[int, int], weights: dict[int, int] | None = None) -> list[list[int]]:
         """Split requests (id -> prompt + budget length) into batches of similar length.
 
         A batch holds at most ``max_batch_size`` rows and ``max_batch_tokens`` padded
-        tokens, which bounds the prefill's attention memory for long prompts.
+        tokens, which bounds the prefill's attention memory for long prompts. ``weights``:
+        rows per request (a request with choices is one row per choice; 1 if not given); a
+        request heavier than the limits is a batch alone.
         """
         batches: list[list[int]] = []
+        rows = 0
         for i in sorted(lengths, key=lambda k: lengths[k]):
-            if batches:
-                b = batches[-1]
-                if len(b) < self.max_batch_size and lengths[i] * (len(b) + 1) <= self.max_batch_tokens:
-                    b.append(i)
-                    continue
+            w = weights[i] if weights else 1
+            if batches and rows + w <= self.max_batch_size and lengths[i] * (rows + w) <= self.max_batch_tokens:
+                batches[-1].append(i)
+                rows += w
+                continue
             batches.append([i])
+            rows = w
         return batches
 
     def generate_ids(
@@ -306,6 +332,60 @@ class HFPolicy:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         cut = min((text.find(s) for s in stop if s in text), default=-1)
         return text[:cut] if cut >= 0 else text
+
+    @torch.inference_mode()
+    def score_rows(
+        self, prompts: list[list[int]], completions: list[list[int]], params: SamplingParams
+    ) -> list[list[float]]:
+        """``[score(p, c, params) for p, c in zip(prompts, completions)]`` in two forward passes, equal to it up
+        to float32 rounding of the batched shapes.
+
+        The distinct prompts are prefilled once (left padded, KV cache, logits only at the last position:
+        the first completion token's), the cache copied to the rows, then every row's completion runs on
+        it (right padded, positions ``len(prompt) + t``), its logits kept at its own tokens only: ``(rows,
+        max completion, vocab)``, never the prompts'. Row ``r``'s token ``t`` is scored by the logits
+        before it: ``log pi_T(c_t | p, c_<t) = sampling_logprobs(logits_{t-1})[c_t]``.
+        """
+        if not prompts:
+            return []
+        from transformers import DynamicCache
+
+        if self.adapter is not None:
+            self.adapter()
+        dev = self.device
+        distinct, index = dedupe(prompts)
+        width = max(len(p) for p in distinct)
+        input_ids = torch.full((len(distinct), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
+        mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for row, ids in enumerate(distinct):
+            input_ids[row, width - len(ids):] = torch.tensor(ids)
+            mask[row, width - len(ids):] = 1
+        input_ids, mask = input_ids.to(dev), mask.to(dev)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        self._set_attention(self.prefill_attention)
+        try:
+            first = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                               past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+            first, mask, last = expand(cache, index, first, mask, positions[:, -1])
+            span = max(len(c) for c in completions)
+            comp = torch.zeros((len(completions), span), dtype=torch.long)
+            comp_mask = torch.zeros((len(completions), span), dtype=torch.long)
+            for row, ids in enumerate(completions):
+                comp[row, :len(ids)] = torch.tensor(ids)
+                comp_mask[row, :len(ids)] = 1
+            comp, comp_mask = comp.to(dev), comp_mask.to(dev)
+            logits = first[:, None]
+            if span > 1:  # the last token's logits score nothing
+                rest = self.model(input_ids=comp[:, :-1], attention_mask=torch.cat([mask, comp_mask[:, :-1]], -1),
+                                  position_ids=last[:, None] + 1 + torch.arange(span - 1, device=dev)[None],
+                                  past_key_values=cache, use_cache=True).logits
+                logits = torch.cat([logits, rest], dim=1)
+        finally:
+            self._set_attention(self._default_attention)
+        logp = sampling_logprobs(logits.reshape(-1, logits.shape[-1]), params).view(*logits.shape)
+        picked = logp.gather(-1, comp[..., None]).squeeze(-1).tolist()
+        return [picked[row][:len(ids)] for row, ids in enumerate(completions)]
 
     @torch.inference_mode()
     def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:

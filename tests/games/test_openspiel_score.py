@@ -163,6 +163,59 @@ def test_seeded_choices_are_reproducible_and_batch_independent(tiny) -> None:
     assert len({tuple(c for _, c, _ in game) for game in batched}) > 1  # the seeds do change the play
 
 
+def forwards_of(policy, call):
+    """``(call(), number of forward passes of policy.model during it)``, counted by a forward hook."""
+    count = [0]
+    hook = policy.model.register_forward_hook(lambda *_: count.__setitem__(0, count[0] + 1))
+    try:
+        return call(), count[0]
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("params", [PARAMS, SamplingParams(temperature=0.0), SamplingParams(temperature=1.0),
+                                    SamplingParams(temperature=T, top_p=0.5)], ids=["T2", "greedy", "T1", "top_p"])
+def test_score_rows_is_score_row_by_row(tiny, params) -> None:
+    """HFPolicy.score_rows (the batched scoring of choices) equals HFPolicy.score of each row, to 1e-5, at every
+    sampling transform (top_p's -inf included): prompts of different lengths (padding), one prompt repeated
+    (prefilled once), completions of 1 to 5 tokens (padding, and a completion scored by the prefill alone)."""
+    queries = list(kuhn_queries().values())
+    prompts = [tiny.encode(Request(messages=q.messages, params=params)) for q in queries[:3]]
+    prompts[2] = prompts[2][:-17]  # a shorter prompt: the others are left padded
+    completions = [action_ids(tiny.tokenizer, t) for t in ("Pass", "Bet", "I bet, surely", "")]
+    rows = [(p, c) for p in prompts for c in completions] + [(prompts[0], completions[1])]
+    assert min(len(c) for c in completions) == 1 and len({len(c) for c in completions}) >= 3
+    got, forwards = forwards_of(tiny, lambda: tiny.score_rows([p for p, _ in rows], [c for _, c in rows], params))
+    assert forwards == 2  # prefill, then every completion on its cache
+    for (prompt, comp), scores in zip(rows, got, strict=True):
+        torch.testing.assert_close(torch.tensor(scores), torch.tensor(tiny.score(prompt, comp, params)),
+                                   rtol=1e-5, atol=1e-5)
+    if params.top_p < 1:
+        assert any(s == float("-inf") for row in got for s in row)  # the nucleus cut is exercised
+
+
+def test_choices_of_a_generate_call_are_scored_in_batches(tiny) -> None:
+    """16 requests of 2 choices: one batch of two forwards at the default limits; at max_batch_size 5 (two
+    requests' choices a batch) eight batches; the same draws and, to 1e-5, the same logprobs either way, which
+    equal the choices scored one row at a time (as_scored)."""
+    from arena.policies.hf import HFPolicy
+
+    queries = list(kuhn_queries().values())
+    requests = [Request(messages=queries[k % len(queries)].messages, params=PARAMS, seed=k,
+                        choices=list(queries[k % len(queries)].actions)) for k in range(16)]
+    batched, forwards = forwards_of(tiny, lambda: tiny.generate(requests))
+    assert forwards == 2
+    small = HFPolicy(tiny.model, tiny.tokenizer, max_batch_size=5)
+    split, forwards = forwards_of(small, lambda: small.generate(requests))
+    assert forwards == 16
+    for req, a, b in zip(requests, batched, split, strict=True):
+        assert a.text == b.text and a.completion_ids == b.completion_ids and a.alternatives == b.alternatives
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(as_scored(tiny, tiny.encode(req), a)),
+                                   rtol=1e-5, atol=1e-5)
+    assert tiny.tokens_generated >= sum(len(c.completion_ids) for c in batched)
+
+
 def test_scripted_bots_ignore_choices(tiny) -> None:
     """A bot seat in a score-mode game plays its own reply; the model seat still chooses a legal action."""
     from arena.games.openspiel.bots import BOTS
