@@ -1,6 +1,6 @@
 """Prefix sharing in the transformers backend (arena/policies/hf_prefix.py): a prompt repeated in one
 batch is prefilled once and its KV cache copied to its rows; the completions are those of the
-unshared path (same tokens, logprobs within 1e-5 in float32), row by row, seed by seed.
+unshared path (same tokens, logprobs within 1e-5 + 5e-6 relative in float32), row by row, seed by seed.
 
 Fast: a tiny random Llama with a word-level tokenizer (EOS and stop strings come often) and a
 tiny random model with SmolLM2's real tokenizer and chat template; one cheap check on the
@@ -44,7 +44,8 @@ def assert_same(shared, plain) -> None:  # noqa: ANN001
     assert len(shared) == len(plain)
     for k, (a, b) in enumerate(zip(shared, plain, strict=True)):
         assert a.completion_ids == b.completion_ids, k
-        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5), k
+        # float32 sums of other shapes: 1.3e-5 apart on a -5.75 logprob with one thread on the built-in model
+        assert a.logprobs == pytest.approx(b.logprobs, rel=5e-6, abs=1e-5), k
         assert (a.text, a.finish_reason, a.prompt_ids) == (b.text, b.finish_reason, b.prompt_ids), k
 
 
