@@ -49,22 +49,9 @@ def test_unknown_sampler_is_a_config_error():
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """A randomly initialised 2-layer model with SmolLM2's tokenizer (real, small, fast)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from arena.core.models import resolve_model
-
-    source = resolve_model("smollm2-135m")
-    cfg = AutoConfig.from_pretrained(source)
-    cfg.update({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                "num_key_value_heads": 2, "head_dim": 8})
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny") / "model"
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
+def tiny_model(tiny_model_dir: Path) -> Path:
+    """A randomly initialised 2-layer model with SmolLM2's tokenizer (the session's, tests/conftest.py)."""
+    return tiny_model_dir
 
 
 LEAGUE_SETS = [

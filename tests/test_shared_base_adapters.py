@@ -18,7 +18,8 @@ from arena.core.types import Sample
 from arena.learners.adapters import PolicyAdapter
 from arena.learners.lora import adapter_state_dict
 from arena.loop.config import load_config
-from arena.loop.trainer import Trainer, seed_everything
+from arena.loop.trainer import Trainer
+import test_several_policies as several
 from test_several_policies import perturbed
 
 CONFIG = "games/openspiel/kuhn.players.yaml"
@@ -26,17 +27,12 @@ LORA = "learner.lora={r: 4, alpha: 8.0}"
 
 
 def sets(model: Path, *extra: str) -> list[str]:
-    out = []
-    for name in ("p0", "p1"):
-        out += [f"policies.{name}.model={model}", f"policies.{name}.sampling.max_new_tokens=4"]
-    return out + ["train.games_per_step=4", "runner.num_envs=4", "runner.progress=false", "train.evals=[]",
-                  "train.plot=false", "train.steps=2", "train.checkpoint_every=1", "learner.lr=5e-2", LORA, *extra]
+    """tests/test_several_policies.py's run, with LoRA adapters and a larger learning rate."""
+    return several.sets(model, "learner.lr=5e-2", LORA, *extra)
 
 
 def make(model: Path, run: Path, *extra: str, resume: bool = False) -> Trainer:
-    cfg = load_config(CONFIG, sets(model, *extra))
-    seed_everything(cfg.train.seed)
-    return Trainer(cfg, run, resume=run if resume else None)
+    return several.make(model, run, "learner.lr=5e-2", LORA, *extra, resume=resume)
 
 
 def unit(trainer: Trainer, name: str):

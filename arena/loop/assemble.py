@@ -20,7 +20,6 @@ from arena.core.distributed import SINGLE, Dist
 from arena.core.errors import ConfigError
 from arena.loop.canary import auto_max_gap
 from arena.loop.config import ArenaConfig
-from arena.learners.config import LearnerConfig
 from arena.learners.estimators import EstimatorStates
 from arena.learners.schedule import make_schedule
 from arena.learners.update import Learner
@@ -66,7 +65,6 @@ class Trained:
     generator: Any  # the policy's generation backend (one of the run's ``policies``)
     tokenizer: Any
     learner: Learner
-    learner_cfg: LearnerConfig  # the run's learner section with the policy's changes (estimators, lr, ...)
     adapter_sync: AdapterFolders | None  # LoRA with a vLLM generator: adapter folders, else None
     canary_max_gap: float | None
     generator_dtype: str  # the canary rounds the learner's weights to it
@@ -91,16 +89,16 @@ class TrainerParts:
     episode_log: Any
 
 
-def check_trainable(cfg: ArenaConfig, dist: Dist = SINGLE) -> None:
-    """A trainable policy exists and some seat plays each one (no model needed); what several trainable
-    policies do not support yet is refused in one line."""
+def check_trainable(cfg: ArenaConfig, seats: list[str], dist: Dist = SINGLE) -> None:
+    """A trainable policy exists and one of the game's ``seats`` plays each one (no model needed); what
+    several trainable policies do not support yet is refused in one line."""
     if cfg.trainable is None:
         raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
     from arena.loop.checks import check_trainable_seats
 
     if cfg.trainable not in cfg.seat_table().values():
         raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
-    check_trainable_seats(cfg, list(cfg.game.make_env().possible_agents), "config")
+    check_trainable_seats(cfg, seats, "config")
     if len(cfg.trainables) > 1:
         several = f"policies: {', '.join(cfg.trainables)} are all trainable"
         unsupported = [("train.league", cfg.train.league.enabled), ("train.warm_start", cfg.train.warm_start is not None),
@@ -171,12 +169,12 @@ def shared_bases(cfg: ArenaConfig, staleness: int = 0) -> dict[str, str]:
 
 
 def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int,
-                  dist: Dist) -> tuple[Learner, Any]:
+                  dist: Dist, share: dict[str, str]) -> tuple[Learner, Any]:
     """Trainable policy ``name``'s learner and tokenizer. An hf generator on the learner's device whose dtype
     is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
     master then starts from the generator's bf16 copy of the initial weights. With async rollouts
     (k >= 1) the generator plays while the learner updates: it needs its own copy. A policy whose base
-    is shared (:func:`shared_bases`) trains its own named adapter on it (arena/learners/adapters.py)."""
+    is shared (in ``share``, :func:`shared_bases`) trains its own named adapter on it (arena/learners/adapters.py)."""
     from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
     from arena.loop.build import reference_model
 
@@ -191,7 +189,7 @@ def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
         from arena.core.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
-    if name in shared_bases(cfg, staleness) and learner_cfg.lora is not None:
+    if name in share and learner_cfg.lora is not None:
         from arena.learners.adapters import policy_adapter
 
         model = policy_adapter(model, name, learner_cfg.lora, store.adapters)
@@ -200,11 +198,11 @@ def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
 
 
 def build_trained(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int, dist: Dist,
-                  run_dir: Path) -> Trained:
+                  run_dir: Path, share: dict[str, str]) -> Trained:
     """Trainable policy ``name``: its learner, adapter sync (LoRA with vLLM) and canary bound."""
     generator = policies[name]
     spec: ModelPolicySpec = cfg.policies[name]  # type: ignore[assignment]
-    learner, tokenizer = build_learner(cfg, name, policies, store, staleness, dist)
+    learner, tokenizer = build_learner(cfg, name, policies, store, staleness, dist, share)
     adapter_sync = None
     if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
         from arena.learners.lora import set_base_name
@@ -218,11 +216,10 @@ def build_trained(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
     bound = cfg.train.sync_canary_max_gap
     # Either side in bf16 leaves a bf16-sized gap after a correct sync.
     sides = "float32" if spec.resolved_dtype == learner.cfg.param_dtype == "float32" else "bfloat16"
-    learner_cfg = cfg.learner_for(name)
     return Trained(
-        name=name, generator=generator, tokenizer=tokenizer, learner=learner, learner_cfg=learner_cfg,
+        name=name, generator=generator, tokenizer=tokenizer, learner=learner,
         adapter_sync=adapter_sync, canary_max_gap=auto_max_gap(sides) if bound == "auto" else bound,
-        generator_dtype=spec.resolved_dtype, estimator_states=EstimatorStates(learner_cfg.estimators),
+        generator_dtype=spec.resolved_dtype, estimator_states=EstimatorStates(learner.cfg.estimators),
     )
 
 
@@ -233,7 +230,8 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     from arena.loop.build import ModelStore, build_policies, build_runner, league_policy, sampling_table
     from arena.loop.loggers import check_installed, check_reachable
 
-    check_trainable(cfg, dist)
+    env = cfg.game.make_env()  # its seats, and the game's step metrics
+    check_trainable(cfg, list(env.possible_agents), dist)
     check_installed(cfg.train.loggers)  # before any model loads
     check_reachable(cfg.train.loggers)
     staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
@@ -241,8 +239,7 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     share = shared_bases(cfg, staleness)  # before any model loads
     store = ModelStore()
     policies = build_policies(cfg, store=store, share=share)
-    trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir) for name in cfg.trainables]
-    env = cfg.game.make_env()  # also computes the game's step metrics
+    trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir, share) for name in cfg.trainables]
     state = env.make_state()
     runner = build_runner(cfg, policies, state=state)
     league = None
@@ -273,7 +270,8 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
                                  fresh=resume is None)
     return TrainerParts(
         policies=policies, trained=trained, staleness=staleness,
-        schedule=make_schedule(cfg.train.schedule, list(dict.fromkeys(p for t in trained for p in t.learner_cfg.estimators))), probe_env=env, state=state,
+        schedule=make_schedule(cfg.train.schedule, list(dict.fromkeys(p for t in trained for p in t.learner.cfg.estimators))),
+        probe_env=env, state=state,
         runner=runner, league=league, warm=warm, evals=evals, episode_log=episode_log,
     )
 

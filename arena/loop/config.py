@@ -365,7 +365,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaCo
     path = default_config_path(given) or Path(path)
     shown = given if given.startswith("games/") else str(path)  # errors name the path as the user wrote it
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
     except FileNotFoundError:
         raise ConfigError(f"{shown}: no such config file") from None
     except IsADirectoryError:
@@ -379,7 +380,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> ArenaCo
         where = f" line {mark.line + 1}" if mark else ""
         problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, even for a NUL byte
         raise ConfigError(f"{shown}:{where} not valid YAML ({problem})") from None
-    twice = duplicate_key(path.read_text(encoding="utf-8"))
+    twice = duplicate_key(text)
     if twice is not None:
         line, where, key = twice
         raise ConfigError(f"{shown}: line {line}: {where + ': ' if where else ''}{key!r} is given twice; YAML would "

@@ -190,7 +190,7 @@ class Trainer:
         stats: dict[str, dict[str, float]] = {}  # per trainable policy: its samples', update's and canary's figures
         befores = []
         for unit in self.trained:  # each policy learns from its own seats' turns only
-            samples, sample_stats = build_samples(episodes, phases, unit.learner_cfg, unit.estimator_states, unit.name)
+            samples, sample_stats = build_samples(episodes, phases, unit.learner.cfg, unit.estimator_states, unit.name)
             # No sample, weights unchanged: the generator already holds them, nothing to push or check.
             befores.append(self.canary_before(episodes, unit) if samples or unit.pushed != unit.learner.version else None)
             if self.dist.active:
@@ -271,23 +271,19 @@ class Trainer:
         for unit in self.trained:
             push_weights(unit, force)
 
-    def canary_before(self, episodes: Sequence[Episode], unit: Trained | None = None
-                      ) -> tuple[list[Sample], list[list[float]]] | None:
-        """Before the update: the canary's turns of the step (of ``unit``'s policy, default the first) and its
+    def canary_before(self, episodes: Sequence[Episode], unit: Trained) -> tuple[list[Sample], list[list[float]]] | None:
+        """Before the update: the canary's turns of the step (of ``unit``'s policy) and its
         learner's logprobs of them, its weights rounded to the generator's dtype (arena/loop/canary.py);
         ``None`` when the canary is off."""
-        unit = unit or self.trained[0]
         if unit.canary_max_gap is None or shares_model(unit.generator, unit.learner.module):
             return None  # off, or nothing is synced: the generator runs on the learner's own model
         picked = canary_samples(episodes, unit.name, self.cfg.train.sync_canary_samples)
         return (picked, unit.learner.score(picked, 1.0, unit.generator_dtype)) if picked else None
 
-    def sync_canary(self, before: tuple[list[Sample], list[list[float]]] | None,
-                    unit: Trained | None = None) -> dict[str, float]:
+    def sync_canary(self, before: tuple[list[Sample], list[list[float]]] | None, unit: Trained) -> dict[str, float]:
         """After the sync, the generator and the learner score the same turns (arena/loop/canary.py)."""
         if before is None:
             return {}
-        unit = unit or self.trained[0]
         picked, old = before
         after = unit.learner.score(picked, 1.0, unit.generator_dtype)
         return canary_stats(generator_logprobs(unit.generator, picked), after, old)
