@@ -108,8 +108,9 @@ class LeagueConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = Field(default=False, description="Play some seats with past checkpoints and rate the run against them.")
-    pool_size: int = Field(default=4, ge=1, description="Past checkpoints kept in the pool, besides the base model "
-                           "(independent of keep_checkpoints).")
+    pool_size: int = Field(default=4, ge=0, description="Past checkpoints kept in the pool, besides the base model "
+                           "(independent of keep_checkpoints); 0: no checkpoint joins it (a pool of the bots, and base "
+                           "if include_base).")
     include_base: bool = Field(default=True, description="The starting model is a member ('base', the ratings' anchor).")
     bots: list[str] = Field(default_factory=list, description="Scripted opponents that are members for the whole run, "
                             "e.g. [scripted:cfr, scripted:random] (games/openspiel): drawn and rated like checkpoints, "
@@ -171,7 +172,10 @@ class League:
         return self.run_dir / "league" / "pool"
 
     def add_member(self, step: int, model: Any, tokenizer: Any) -> None:
-        """The current weights join the pool as ``step_NNNNNN``; the oldest checkpoint member leaves."""
+        """The current weights join the pool as ``step_NNNNNN``; the oldest checkpoint member leaves (with
+        ``pool_size: 0`` nothing is written and nothing joins)."""
+        if self.lc.pool_size == 0:
+            return
         name = f"step_{step:06d}"
         final = self.pool_dir() / name
         tmp = self.pool_dir() / f".tmp-{name}"
