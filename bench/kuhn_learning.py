@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml",
         "players": "games/openspiel/kuhn.players.yaml",  # one trainable policy per player (issue #36)
-        "score": "games/openspiel/kuhn.score.yaml"}  # action_mode score: the scored policy is the played one
+        "score": "games/openspiel/kuhn.score.yaml",  # action_mode score: the scored policy is the played one
+        "br": "games/openspiel/kuhn.br.yaml"}  # score mode against the exact best response to the current policy
 KEY = "eval/exploitability/exploitability"
 PLAYED = "eval/exploitability/exploitability_played"  # exp(l_i) + invalid share on the uniform fallback
 

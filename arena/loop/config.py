@@ -98,6 +98,11 @@ class TrainConfig(BaseModel):
         "(the untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> with a "
         "95% interval.",
     )
+    respond_every: int = Field(
+        default=1, ge=1, description="Steps between recomputing the bots that respond to the trainable policy as it "
+        "is now (scripted:br:current, as a seat or a league bot; arena/loop/respond.py): before the games of step s "
+        "when (s - 1) % respond_every == 0.",
+    )
     stop_when: list[StopRule] = Field(
         default_factory=list, description="Stop early (arena/loop/stop.py): rules on metrics train.evals logs, "
         "{metric: '<eval>/<metric>', '<=': x} or '>=': x, or {metric, patience: N, mode: min|max, min_delta}; the "

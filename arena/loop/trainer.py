@@ -35,11 +35,12 @@ from arena.loop.canary import canary_samples, canary_stats, check_gap, generator
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
 from arena.loop.assemble import Trained, TrainerParts, precision_report, resolve_precision, resolved_config  # noqa: F401 - re-exported
 from arena.loop.config import ArenaConfig
+from arena.loop.respond import Responders, find_follower
 from arena.runner import EpisodeSpec, generate_texts
 from arena.learners.progress import Progress
 from arena.learners.samples import build_samples
 
-TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s")
+TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s", "time/respond_s")
 
 
 def seed_everything(seed: int) -> None:
@@ -84,6 +85,9 @@ class Trainer:
         self.probe_env, self.state, self.runner, self.league = p.probe_env, p.state, p.runner, p.league
         self.warm, self.evals, self.episode_log = p.warm, p.evals, p.episode_log
         self.metrics_path = run_dir / "metrics.jsonl"
+        follower = find_follower(cfg, self.runner.policies)
+        self.responders = (Responders(cfg, follower, self.probe_env, self.runner.policies, self.runner.sampling)
+                           if follower is not None else None)
         if resume is not None:
             try:
                 checkpoint = find_checkpoint(resume)
@@ -168,12 +172,13 @@ class Trainer:
         """The games of ``step`` with the generator as it is, and the rollout's figures (this rank's)."""
         generators = list({id(u.generator): u.generator for u in self.trained}.values())
         tokens_before = sum(getattr(g, "tokens_generated", 0) for g in generators)
+        responded = self.responders.before_step(step) if self.responders is not None else {}
         t0 = time.perf_counter()
         specs = self.league.assign(step, self.specs(step)) if self.league else self.specs(step)
         episodes = self.runner.play(self.dist.block(specs))
         self._tokenize_probes(episodes)
         tokens = float(sum(getattr(g, "tokens_generated", 0) for g in generators) - tokens_before)
-        return episodes, {"gen/tokens": tokens, "time/play_s": time.perf_counter() - t0}
+        return episodes, {"gen/tokens": tokens, "time/play_s": time.perf_counter() - t0, **responded}
 
     def train_step(self) -> dict[str, float]:
         cfg = self.cfg
@@ -233,6 +238,8 @@ class Trainer:
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0,
             "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(played["time/play_s"], 1e-9),
         })
+        if "time/respond_s" in played:  # the responder's recomputation, before the step's games
+            row["time/respond_s"] = played["time/respond_s"]
         if pipeline is not None:  # rollout_s is the wait for the thread's games; play_s their own time
             row.update({"async/staleness": pipeline.staleness(step), "time/play_s": played["time/play_s"],
                         "time/sync_wait_s": t2 - t_update})
@@ -322,6 +329,8 @@ class Trainer:
         if self.league is not None and self.step > 0:  # the checkpoint's weights join the pool (not the warm start's)
             self.league.add_member(self.step, self.learner.module, self.tokenizer)
             extra["league"] = self.league.save
+        if self.responders is not None:
+            extra["responders"] = self.responders.save
         if len(self.trained) > 1:  # the first policy is the checkpoint's model/; the others in policies/<name>/
             extra["policies"] = partial(save_policies, self.trained[1:])
         path = save_checkpoint(
@@ -349,6 +358,8 @@ class Trainer:
             self.state.load(checkpoint / "game_state")
         if self.league is not None and (checkpoint / "league").is_dir():
             self.league.load(checkpoint / "league")
+        if self.responders is not None:
+            self.responders.load(checkpoint)
         if self.staleness:  # the steps in flight at the checkpoint, played by their own (older) weights
             from arena.loop.rollouts import load_inflight
 

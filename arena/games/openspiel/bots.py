@@ -11,6 +11,16 @@ be computed for it exactly (``action_probs``), and it plays by sampling that dis
   at start-up, one line naming the field, the game and the limit (``check_settings``, called by the
   config check), and so is its first move should it be played anyway. Playing a seat against it is the
   sampled form of exploitability descent.
+* ``br:current``: the exact best response to the policy the trainable model plays right now, at
+  every seat (``arena.train`` recomputes it from the model's exact action probabilities every
+  ``train.respond_every`` steps, before the step's games; :meth:`BestResponseBot.follow`). In free
+  generation it responds to the played policy (invalid replies on the fallback), in
+  ``action_mode: score`` to the exact one. Seated against the model (or as a league bot, so the model
+  meets it in every seat), training against it is the sampled form of exploitability descent
+  (Lockhart et al., 2019): each step the model's policy gradient is taken against its current best
+  responder. It is deterministic, and it follows the run's FIRST trainable policy. Outside
+  ``arena.train`` (``arena.play``, tournaments) there is no current policy to respond to: its first
+  move is refused with one line.
 * ``default``: ``cfr``.
 """
 
@@ -51,14 +61,54 @@ class CfrBot(UniformBot):
         return (probs / probs.sum()).tolist() if probs.sum() > 0 else super().action_probs(obs)
 
 
+#: ``br:current``'s target: the trainable policy as it is now.
+CURRENT = "current"
+#: ``br:current``'s tables, per game string (``str(pyspiel game)``), set by :meth:`BestResponseBot.follow`:
+#: one process trains one run, and every ``br:current`` bot of that run reads the same table.
+FOLLOWED: dict[str, Any] = {}
+
+
 class BestResponseBot(UniformBot):
-    """OpenSpiel's exact best response to another bot of this game (``br:<bot>``)."""
+    """OpenSpiel's exact best response to another bot of this game (``br:<bot>``), or to the trainable
+    policy as it is now (``br:current``)."""
 
     def __init__(self, target: str = "cfr"):
         self.target = target
 
+    @property
+    def follows(self) -> bool:
+        """Whether this bot responds to the trainable policy (``br:current``): the trainer then calls
+        :meth:`follow` every ``train.respond_every`` steps."""
+        return self.target == CURRENT
+
+    def follow(self, env: Any, action_probs: Any) -> None:
+        """Recompute ``br:current`` for ``env``'s configured game (an ``OpenSpielGame``) as the exact best
+        response to the policy the seats answering ``action_probs`` play
+        (``exact.best_response_to_policy``)."""
+        from arena.games.openspiel.exact import best_response_to_policy
+
+        FOLLOWED[str(env.config.load())] = best_response_to_policy(env.config, action_probs)
+
+    @staticmethod
+    def followed() -> dict[str, list[list[float]]]:
+        """The ``br:current`` tables as plain lists (a checkpoint's ``responders.json``)."""
+        return {game: table.action_probability_array.tolist() for game, table in FOLLOWED.items()}
+
+    @staticmethod
+    def restore(saved: dict[str, list[list[float]]]) -> None:
+        """Put back :meth:`followed`'s tables (``--resume``): the same responder as the straight run, even
+        between two recomputations."""
+        import pyspiel
+        from open_spiel.python import policy as os_policy
+
+        FOLLOWED.clear()
+        for game, rows in saved.items():
+            table = os_policy.TabularPolicy(pyspiel.load_game(game))
+            table.action_probability_array[:] = np.asarray(rows, dtype=float)
+            FOLLOWED[game] = table
+
     def with_arg(self, arg: str) -> BestResponseBot:
-        targets = sorted(k for k in BOTS if k not in ("br", "default"))
+        targets = sorted([k for k in BOTS if k not in ("br", "default")] + [CURRENT])
         if arg not in targets:
             raise ValueError(f"br:{arg}: a best response is to one of this game's bots: "
                              f"{', '.join(f'br:{t}' for t in targets)}")
@@ -85,6 +135,13 @@ class BestResponseBot(UniformBot):
 
         if not obs.legal:
             return []
+        if self.follows:
+            if obs.game not in FOLLOWED:
+                raise ConfigError(f"scripted:br:current responds to the trainable policy, which arena.train gives it "
+                                  f"before each step (train.respond_every); there is none here for {obs.game}: seat "
+                                  "br:cfr or br:random outside training")
+            row = FOLLOWED[obs.game].policy_for_key(obs.info_state)
+            return [float(row[a]) for a in obs.legal_ids]
         try:
             table = best_response_to_bot(obs.game, self.target, BR_MAX_STATES)
         except TooLarge:

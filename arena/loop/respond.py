@@ -1,0 +1,80 @@
+"""Opponents that respond to the trainable policy as it is now (OpenSpiel's ``scripted:br:current``).
+
+A bot that ``follows`` (a ``follows`` attribute that is true, and ``follow(game, action_probs)``)
+is told the trainable policy's exact action probabilities before the games of step ``s`` whenever
+``(s - 1) % train.respond_every == 0``: the FIRST trainable policy's generator at every seat, at
+its sampling settings for the game's first phase (:func:`arena.loop.exact.policies_action_probs`),
+with no gradient and the global RNGs saved and restored around it, so the step's games are what
+they would be without the scoring. Training against the exact best response recomputed so is the
+sampled form of exploitability descent (Lockhart et al., 2019).
+
+The bots come from the seats (a policy ``scripted:<bot>``, or a scripted policy of the table) and
+from ``train.league.bots``. A follower's state (its tables) is written into each checkpoint as
+``responders.json`` and read back by ``--resume``, so a resumed run meets the same responder as the
+straight run even between two recomputations. ``time/respond_s`` logs the cost.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+FILE = "responders.json"
+
+
+def find_follower(cfg: Any, policies: Mapping[str, Any]) -> Any:
+    """The first bot of the run that follows the trainable policy, or ``None``."""
+    from arena.policies.scripted import make_bot
+
+    bots = [getattr(p, "bot", None) for p in policies.values()]
+    if cfg.train.league.enabled:
+        bots += [make_bot(cfg.game.cls, spec.removeprefix("scripted:")) for spec in cfg.train.league.bots]
+    return next((b for b in bots if getattr(b, "follows", False)), None)
+
+
+class Responders:
+    """The run's follower (at most one is needed: every ``br:current`` bot reads the same table)."""
+
+    def __init__(self, cfg: Any, follower: Any, env: Any, policies: Mapping[str, Any], sampling: Any):
+        self.cfg, self.follower, self.env, self.policies, self.sampling = cfg, follower, env, policies, sampling
+        self.fresh = False  # a table exists for this run (set by follow or load)
+
+    def due(self, step: int) -> bool:
+        return not self.fresh or (step - 1) % self.cfg.train.respond_every == 0
+
+    def before_step(self, step: int) -> dict[str, float]:
+        """Recompute the follower's table when due; ``time/respond_s`` (0 when not due)."""
+        if not self.due(step):
+            return {"time/respond_s": 0.0}
+        import torch
+
+        from arena.loop.checkpoint import rng_state, set_rng_state
+        from arena.loop.exact import policies_action_probs
+
+        t0 = time.perf_counter()
+        trainable = self.cfg.trainable
+        phase = self.env.phases[0] if self.env.phases else ""
+        saved = rng_state()
+        try:
+            with torch.no_grad():
+                probs = policies_action_probs(self.policies, lambda seat: trainable, self.sampling, phase)
+                self.follower.follow(self.env, probs)
+        finally:
+            set_rng_state(saved)
+        self.fresh = True
+        return {"time/respond_s": time.perf_counter() - t0}
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / FILE).write_text(json.dumps(self.follower.followed()))
+
+    def load(self, checkpoint: Path) -> None:
+        """The checkpoint's tables; a checkpoint without them (written before the follower existed) leaves
+        the next step to recompute."""
+        path = checkpoint / "responders" / FILE
+        if path.is_file():
+            self.follower.restore(json.loads(path.read_text()))
+            self.fresh = True
