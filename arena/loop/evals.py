@@ -18,7 +18,14 @@ Exact evaluations (``kind: exact``)
     and exploitability with the uniform and CFR+ reference points, see
     arena/games/openspiel/exact.py and arena/loop/exact.py), logged as
     ``eval/<name>/<metric>`` with no interval (the values are exact). ``games``
-    and ``metrics`` are unused; ``set`` applies.
+    and ``metrics`` are unused; ``set`` applies. Where the game can (OpenSpiel),
+    ``exploitability_average`` / ``nash_conv_average`` are those of the AVERAGE
+    policy of the run so far, as fictitious play averages it (arena/games/openspiel/exact.py
+    ``average_policy``): the played policies of every evaluation of this entry up to
+    and including this one (step 0's base model included), equal weights, each
+    information state's rows weighted by the player's own reach probability. Their
+    tables are kept in the checkpoint (``state.json``), so a resumed run averages the
+    same policies.
 
 Which games
     The game with the run's settings plus ``set`` (game keys only, validated
@@ -62,6 +69,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -238,6 +246,16 @@ class TrainEvals:
         self.cfg, self.run_dir, self.dist, self.sampling = cfg, run_dir, dist, sampling
         self.specs = list(cfg.train.evals)
         self.settings = {s.name: eval_settings(cfg.game.cls, cfg.game.settings, s) for s in self.specs}
+        self.past: dict[str, list[Any]] = {s.name: [] for s in self.specs if s.kind == "exact"}  # played tables
+
+    def state_dict(self) -> dict[str, Any]:
+        """The exact evaluations' past played tables (the average policy's members), for a checkpoint."""
+        return {name: [np.asarray(t).tolist() for t in tables] for name, tables in self.past.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
+        for name, tables in (state or {}).items():
+            if name in self.past:
+                self.past[name] = [np.asarray(t, dtype=float) for t in tables]
 
     def due(self, step: int, last: int) -> list[EvalSpec]:
         return [s for s in self.specs if is_due(s, step, last, self.cfg.train.checkpoint_every)]
@@ -275,7 +293,7 @@ class TrainEvals:
         try:
             with torch.no_grad():
                 values = exact_metrics(self.cfg.game.cls(self.settings[spec.name]), policies,
-                                       SeatMap(self.cfg.seat_table()).policy_for, self.sampling)
+                                       SeatMap(self.cfg.seat_table()).policy_for, self.sampling, self.past[spec.name])
         finally:
             set_rng_state(saved)
         return {f"eval/{spec.name}/{k}": v for k, v in sorted(values.items())}

@@ -101,13 +101,47 @@ def policies_action_probs(
     return SeatActionProbs(policies, policy_for, sampling, phase)
 
 
+class Remembered:
+    """An action-probability source that asks each query once: a second batch with queries already answered
+    (the same seat, prompt and actions) is answered from memory, so two computations over one policy (its
+    metrics, then its played table) score the model once."""
+
+    def __init__(self, inner: SeatActionProbs):
+        self.inner = inner
+        self.memo: dict[Any, list[float]] = {}
+
+    @staticmethod
+    def key(q: ActionQuery) -> Any:
+        return q.seat, repr(q.messages), tuple(q.actions)
+
+    def reply_logprobs(self, queries: Sequence[ActionQuery]) -> list[list[float]]:
+        todo = [q for q in queries if self.key(q) not in self.memo]
+        if todo:
+            for q, row in zip(todo, self.inner.reply_logprobs(todo), strict=True):
+                self.memo[self.key(q)] = row
+        return [list(self.memo[self.key(q)]) for q in queries]
+
+    def __call__(self, queries: Sequence[ActionQuery]) -> list[list[float]]:
+        return [normalise(row) for row in self.reply_logprobs(queries)]
+
+    def sample_replies(self, queries: Sequence[ActionQuery], n: int, seed: int = 0) -> list[list[str]]:
+        return self.inner.sample_replies(queries, n, seed)
+
+
 def exact_metrics(game: Any, policies: Mapping[str, Any], policy_for: Callable[[str], str],
-                  sampling: Callable[[str, str], SamplingParams]) -> dict[str, float]:
+                  sampling: Callable[[str, str], SamplingParams], past: list[Any] | None = None) -> dict[str, float]:
     """``game.policy_metrics`` with the policies' action probabilities; a one-line ConfigError when the game
-    has none or refuses (too large to enumerate)."""
+    has none or refuses (too large to enumerate). ``past``: the played tables of earlier evaluations of this
+    run; when the game has them (``played_array`` and ``average_metrics``: OpenSpiel games), this policy's
+    table is appended and the metrics of the average policy over ``past`` are added
+    (``exploitability_average``, ``nash_conv_average``)."""
     phase = game.phases[0] if game.phases else ""
+    probs = Remembered(policies_action_probs(policies, policy_for, sampling, phase))
     try:
-        values = game.policy_metrics(policies_action_probs(policies, policy_for, sampling, phase))
+        values = game.policy_metrics(probs)
+        if values is not None and past is not None and hasattr(game, "played_array"):
+            past.append(game.played_array(probs))
+            values = values | game.average_metrics(past)
     except ValueError as e:
         raise ConfigError(" ".join(str(e).split())) from None
     if values is None:

@@ -309,6 +309,8 @@ class Trainer:
     def save(self) -> Path | None:
         """Write the step's checkpoint (rank 0; the other ranks hand it their own state and wait)."""
         state = {"estimators": self.estimator_states.state_dict(), "schedule": self.schedule.state_dict()}
+        if self.evals is not None and any(self.evals.past.values()):
+            state["evals"] = self.evals.state_dict()
         if self.warm is not None:
             state["warm_start"] = self.warm.state_dict()
         extra: dict[str, Any] = {"game_state": self.state.save} if self.state is not None else {}
@@ -352,6 +354,8 @@ class Trainer:
         self.estimator_states.load_state_dict(state["estimators"])
         load_policies(self.trained[1:], checkpoint)
         self.schedule.load_state_dict(state["schedule"])
+        if self.evals is not None:
+            self.evals.load_state_dict(state.get("evals"))
         if self.warm is not None:
             self.warm.load_state_dict(state.get("warm_start"))
         if self.state is not None:

@@ -121,6 +121,9 @@ def test_training_against_the_current_best_response_lowers_exploitability(tiny_m
     start, end = got[0]["eval/x/exploitability"], got[-1]["eval/x/exploitability"]
     assert end < start - 0.02, (start, end)
     assert all(r["league/opponent_turns"] > 0 for r in got[1:])  # the responder played in every step
+    # the average policy: at step 0 it is the base model alone; at the end, the base's and step 6's average
+    assert got[0]["eval/x/exploitability_average"] == pytest.approx(got[0]["eval/x/exploitability_played"], abs=1e-12)
+    assert got[-1]["eval/x/exploitability_average"] != pytest.approx(got[-1]["eval/x/exploitability_played"])
 
 
 def test_resume_meets_the_same_responder(tiny_model_dir: Path, tmp_path: Path) -> None:

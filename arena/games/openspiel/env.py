@@ -129,6 +129,18 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
 
         return policy_exploitability(self.config, action_probs)
 
+    def played_array(self, action_probs: ActionProbs) -> Any:
+        """The played policy's table (``exact.played_table``) as an array: one row per information state."""
+        from arena.games.openspiel.exact import played_table
+
+        return played_table(self.config, action_probs).action_probability_array.copy()
+
+    def average_metrics(self, played: Any) -> dict[str, float]:
+        """Exploitability of the average of several :meth:`played_array` tables (``exact.average_metrics``)."""
+        from arena.games.openspiel.exact import average_metrics
+
+        return average_metrics(self.config, played)
+
 
 def observe(game_name: str, state: Any, player: int) -> OpenSpielObservation:
     """What ``player`` sees in ``state`` (pure; exploitability renders every information state through it)."""

@@ -426,6 +426,21 @@ def average_policy(game: Any, tables: Any, weights: Any = None) -> Any:
     return out
 
 
+def average_metrics(config: Any, played: Sequence[Any]) -> dict[str, float]:
+    """``nash_conv_average`` / ``exploitability_average``: of the :func:`average_policy` (equal weights) of
+    the played policies ``played`` (each a ``TabularPolicy``'s ``action_probability_array``, as
+    :func:`played_table` gives it), e.g. one per evaluation of a training run."""
+    from open_spiel.python import policy as os_policy
+
+    game = config.load()
+    tables = []
+    for rows in played:
+        table = os_policy.TabularPolicy(game)
+        table.action_probability_array = np.asarray(rows, dtype=float)
+        tables.append(table)
+    return {f"{k}_average": v for k, v in exploitability_of(game, average_policy(game, tables)).items()}
+
+
 def average_exploitability(config: Any, action_probs: Any, weights: Any = None) -> dict[str, float]:
     """Exact NashConv / exploitability of the average (:func:`average_policy`) of several policies, each
     given as an :data:`~arena.core.game_types.ActionProbs` (e.g. one per checkpoint)."""
