@@ -1,7 +1,6 @@
 """``scripted:br:current`` (arena/games/openspiel/bots.py) and the trainer's responder (arena/loop/respond.py),
 issue #34: the bot plays OpenSpiel's exact best response to the policy it is told to follow, the played policy
-in free generation; the trainer recomputes it every ``train.respond_every`` steps, a resume meets the same
-responder, and training against it lowers a tiny model's exploitability."""
+in free generation, the exact one in score mode (fast: no model; the trainer's side is tests/test_br_training.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from open_spiel.python import policy as os_policy
 
 from arena.core.errors import ConfigError
@@ -22,8 +20,6 @@ from arena.games.openspiel import OpenSpielGame
 from arena.games.openspiel.bots import BOTS, FOLLOWED
 from arena.games.openspiel.env import observe
 from arena.games.openspiel.exact import best_response_table, played_policy
-from arena.loop.config import load_config
-from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = "games/openspiel/kuhn.br.yaml"
@@ -81,6 +77,19 @@ def test_br_current_is_the_best_response_to_the_policy_it_follows() -> None:
     assert (bot_table(bot) == want).all()
 
 
+def test_score_mode_and_retry_respond_to_the_exact_policy() -> None:
+    """In action_mode: score each move is drawn from the exact policy, and under invalid.mode: retry the played
+    policy has no closed form: either way the responder answers the exact policy, not the played one."""
+    bot = BOTS["br"].with_arg("current")
+    game = OpenSpielGame().config.load()
+    exact = best_response_table(game, table(lambda k: [1 - BET[k], BET[k]])).action_probability_array
+    for env in (OpenSpielGame(action_mode="score"), OpenSpielGame(invalid={"mode": "retry"})):
+        bot.follow(env, Replies())
+        assert (bot_table(bot) == exact).all()
+    bot.follow(OpenSpielGame(), Replies())
+    assert not (bot_table(bot) == exact).all()
+
+
 def test_br_current_with_no_policy_to_follow_is_one_line() -> None:
     FOLLOWED.clear()
     obs = OpenSpielGame()
@@ -93,46 +102,3 @@ def test_br_current_with_no_policy_to_follow_is_one_line() -> None:
     assert out.returncode == 2, out.stderr
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and "scripted:br:current responds" in errors[0] and "Traceback" not in out.stderr
-
-
-def sets(model: Path, *extra: str) -> list[str]:
-    return [f"policies.learner.model={model}", "train.games_per_step=8", "runner.num_envs=8", "runner.progress=false",
-            "train.plot=false", "train.checkpoint_every=1", "learner.lr=3e-3", *extra]
-
-
-def make(model: Path, run: Path, *extra: str, resume: bool = False) -> Trainer:
-    cfg = load_config(CONFIG, sets(model, *extra))
-    seed_everything(cfg.train.seed)
-    return Trainer(cfg, run, resume=run if resume else None)
-
-
-def rows(run: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
-            for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def test_training_against_the_current_best_response_lowers_exploitability(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """Exploitability descent on a tiny random model: the model's own exact exploitability falls, and the
-    responder (recomputed every step) is the best response to the generator's policy of that step."""
-    torch.set_num_threads(1)
-    trainer = make(tiny_model_dir, tmp_path / "run", "train.steps=6", "train.evals=[{name: x, kind: exact, every: 6}]")
-    trainer.run()
-    got = rows(tmp_path / "run")
-    start, end = got[0]["eval/x/exploitability"], got[-1]["eval/x/exploitability"]
-    assert end < start - 0.02, (start, end)
-    assert all(r["league/opponent_turns"] > 0 for r in got[1:])  # the responder played in every step
-    # the average policy: at step 0 it is the base model alone; at the end, the base's and step 6's average
-    assert got[0]["eval/x/exploitability_average"] == pytest.approx(got[0]["eval/x/exploitability_played"], abs=1e-12)
-    assert got[-1]["eval/x/exploitability_average"] != pytest.approx(got[-1]["eval/x/exploitability_played"])
-
-
-def test_resume_meets_the_same_responder(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """respond_every 2: step 2 plays the responder computed before step 1; a run resumed after step 1 reads
-    it from the checkpoint (responders/responders.json) and logs what the straight run logs."""
-    torch.set_num_threads(1)
-    extra = ("train.steps=2", "train.respond_every=2", "train.evals=[{name: x, kind: exact, every: 1}]")
-    make(tiny_model_dir, tmp_path / "straight", *extra).run()
-    make(tiny_model_dir, tmp_path / "resumed", *extra).run(max_steps=1)
-    assert (tmp_path / "resumed/checkpoints/step_000001/responders/responders.json").is_file()
-    make(tiny_model_dir, tmp_path / "resumed", *extra, resume=True).run()
-    assert rows(tmp_path / "straight") == rows(tmp_path / "resumed")
