@@ -18,6 +18,7 @@ continue once the server is back (the unfinished step is not saved).
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from arena.cli import run_cli
@@ -59,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if dist.main:
         print(precision_report(cfg), flush=True)
+    if cfg.train.async_ is None or not cfg.train.async_.max_staleness:  # async: its pipeline says its own split
+        from arena.policies.hardware import set_torch_threads
+
+        ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's ranks on this machine
+        set_torch_threads(jobs=ranks, what=f"arena.train, {ranks} rank{'s' if ranks > 1 else ''} here, "
+                          "rollouts and updates taking turns")
     distributed.init(dist, cfg.learner.device)
     seed_everything(cfg.train.seed)
     from arena.policies.openai import ServerError

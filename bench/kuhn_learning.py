@@ -111,7 +111,12 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     import os
 
-    threads = max(1, (os.cpu_count() or 2) // args.parallel)
+    from arena.policies.hardware import THREADS_ENV, choose_threads, usable_cores
+
+    # Each of the --parallel runs gets its share of the cores (a user's OMP_NUM_THREADS wins); every
+    # run's process is started with OMP_NUM_THREADS set to it, which arena.train then honours.
+    threads, why = choose_threads(usable_cores(), args.parallel, env=os.environ.get(THREADS_ENV))
+    print(f"threads: torch intra-op {threads} per run ({why}): {args.parallel} parallel runs", flush=True)
     jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
     with ThreadPoolExecutor(args.parallel) as pool:
         list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))

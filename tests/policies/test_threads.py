@@ -7,9 +7,21 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from arena.policies import hardware
-from arena.policies.hardware import THREADS_ENV, choose_threads, set_torch_threads, usable_cores
+from arena.policies.hardware import (
+    THREADS_ENV,
+    VLLM_BIND_ENV,
+    choose_threads,
+    cpu_ranges,
+    set_torch_threads,
+    set_vllm_cpu_bind,
+    torch_threads_for,
+    usable_cores,
+    vllm_cpu_bind,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -80,3 +92,64 @@ def test_the_async_pipeline_shares_the_cores_with_the_learner(monkeypatch: pytes
     pipe.take(1)
     pipe.close()
     assert torch.get_num_threads() == 4 and capsys.readouterr().err == ""
+
+
+def test_settings_hold_after_vllm_cpu_disables_torch_set_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # vllm 0.32's CPUWorker.init_device does exactly this in the learner's process (in-process engine).
+    def skip_set_num_threads(x: int) -> None:
+        pass
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 4)
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda _pid: set(range(4)))
+    torch._C.set_num_threads(4)
+    hardware._applied.clear()
+    monkeypatch.setattr(torch, "set_num_threads", skip_set_num_threads)
+    with torch_threads_for(jobs=2, what="the async rollout thread beside the learner") as n:
+        assert n == 2 == torch.get_num_threads()  # the engine's generation and the learner: half each
+    assert torch.get_num_threads() == 4
+
+
+def test_cpu_ranges() -> None:
+    assert cpu_ranges([0, 1, 2, 5]) == "0-2,5"
+    assert cpu_ranges([7, 3, 4, 4]) == "3-4,7"
+    assert cpu_ranges([0]) == "0" and cpu_ranges([]) == ""
+
+
+def test_a_separate_vllm_cpu_engine_gets_the_cores_the_learner_leaves() -> None:
+    assert vllm_cpu_bind(range(8), overlapped=True) == ("0-3", "4 of 8 cores for the engine, the rest for the learner")
+    assert vllm_cpu_bind([0, 1, 2], overlapped=True)[0] == "0-1"  # the learner takes 3 // 2 = 1
+    assert vllm_cpu_bind([0], overlapped=True)[0] == "0"  # one core: both need one
+    assert vllm_cpu_bind(range(16), overlapped=True, cores=4)[0] == "0-1"  # a CPU quota of 4 cores
+    assert vllm_cpu_bind(range(8), overlapped=False) == (None, "the engine and the learner take turns: vLLM's own binding")
+    assert vllm_cpu_bind(range(8), overlapped=True, bind_env="2-5") == (None, f"{VLLM_BIND_ENV}=2-5 as set")
+    assert vllm_cpu_bind(range(8), overlapped=True, bind_env=" ")[0] == "0-3"  # blank: unset
+
+
+@given(st.sets(st.integers(0, 255), min_size=1, max_size=64), st.integers(1, 300))
+def test_the_engine_and_the_learner_never_ask_for_more_than_the_cores(ids: set[int], quota: int) -> None:
+    bind, _ = vllm_cpu_bind(sorted(ids), overlapped=True, cores=quota)
+    assert bind is not None
+    engine = {int(x) for part in bind.split(",") for x in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)}
+    cores = min(len(ids), quota)
+    assert engine <= ids and len(engine) >= 1
+    learner = choose_threads(cores, jobs=2)[0]  # what the async pipeline gives the learner
+    assert len(engine) + learner <= max(cores, 2)  # one core: each needs one
+
+
+def test_set_vllm_cpu_bind_only_for_an_engine_process_of_its_own(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(VLLM_BIND_ENV, raising=False)
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 4)
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda _pid: set(range(4)))
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # arena's default: the engine in this process
+    assert set_vllm_cpu_bind(overlapped=True) is None and VLLM_BIND_ENV not in hardware.os.environ
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    assert set_vllm_cpu_bind(overlapped=False) is None and VLLM_BIND_ENV not in hardware.os.environ
+    if torch.cuda.is_available():
+        return
+    assert set_vllm_cpu_bind(overlapped=True) == "0-1" == hardware.os.environ[VLLM_BIND_ENV]
+    assert capsys.readouterr().err == ("threads: vLLM-cpu engine bound to CPUs 0-1 (2 of 4 cores for the engine, "
+                                       "the rest for the learner)\n")
+    monkeypatch.setenv(VLLM_BIND_ENV, "3")  # a user's choice wins
+    assert set_vllm_cpu_bind(overlapped=True) is None and hardware.os.environ[VLLM_BIND_ENV] == "3"
