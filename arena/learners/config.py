@@ -169,6 +169,12 @@ class LearnerConfig(BaseModel):
         default=4096, ge=1, description="Most padded tokens in one micro-batch (a longer sample gets its own)."
     )
     grad_clip: float = Field(default=1.0, gt=0.0, description="Max global grad norm.")
+    choice_entropy: float = Field(
+        default=0.0, ge=0.0, description="Entropy bonus on replies chosen among a request's choices (a game's "
+        "action_mode: score): the loss gains -coef x the mean, over the batch's chosen replies, of the entropy "
+        "of softmax(l) over the reply and its alternatives (arena/learners/losses.py choice_entropy). It keeps a "
+        "two-way choice from saturating; 0: off (the papers' objectives have none).",
+    )
     share_prompt_prefix: bool = Field(
         default=True, description="Run the prompt prefix several samples share (the whole prompt, or its common "
         "opening: a game's rules) once per micro-batch, its KV cache shared by the rows; samples with a common prefix "

@@ -141,6 +141,24 @@ def importance_weights(
     return w, rho
 
 
+def choice_entropy(own: torch.Tensor, alt_sums: torch.Tensor, owner: Sequence[int]) -> torch.Tensor:
+    """Per row, the entropy of the choice the row's reply was drawn from: with ``l_0 = own[r]`` (the chosen
+    reply's summed logprob) and ``l_1..l_k`` the sums ``alt_sums[a]`` of the alternatives ``a`` with
+    ``owner[a] == r``, ``p = softmax(l)`` and ``H_r = - sum_j p_j log p_j`` (natural log; ``log k+1`` for
+    equal scores). Rows without alternatives get 0. ``-> (b,)``, differentiable in ``own`` and ``alt_sums``."""
+    rows: dict[int, list[int]] = {}
+    for a, r in enumerate(owner):
+        rows.setdefault(r, []).append(a)
+    out = []
+    for r in range(len(own)):
+        if r not in rows:
+            out.append(own.new_zeros(()))
+            continue
+        logp = torch.log_softmax(torch.cat([own[r:r + 1], alt_sums[rows[r]].to(own.dtype)]), 0)
+        out.append(-(logp.exp() * logp).sum())
+    return torch.stack(out)
+
+
 def normalise_choices(logp: torch.Tensor, mask: torch.Tensor, alt_sums: torch.Tensor, owner: Sequence[int]) -> torch.Tensor:
     """``logp`` (b, T) of chosen replies, normalised over their alternatives: ``alt_sums[a]`` is alternative
     ``a``'s summed logprob ``l_a``, belonging to row ``owner[a]``. Row ``r`` with alternatives gets

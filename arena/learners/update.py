@@ -55,8 +55,8 @@ from arena.learners.batch import MicroBatch, collate, completion_log_softmax, co
 from arena.learners.config import LearnerConfig, ObjectiveConfig
 from arena.learners.lora import apply_lora, is_lora
 from arena.learners.losses import (
-    aggregation_weights, clipped_surrogate, importance_weights, kl_penalty, normalise_choices, phase_aggregation_weights,
-    reinforce_detached,
+    aggregation_weights, choice_entropy, clipped_surrogate, importance_weights, kl_penalty, normalise_choices,
+    phase_aggregation_weights, reinforce_detached,
 )
 from arena.learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
 from arena.learners.progress import Progress
@@ -167,13 +167,15 @@ class Learner:
     def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
         return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
 
-    def _normalise_choices(self, model: Any, samples: Sequence[Sample], mb: MicroBatch, logp: torch.Tensor) -> torch.Tensor:
+    def _normalise_choices(self, model: Any, samples: Sequence[Sample], mb: MicroBatch, logp: torch.Tensor,
+                           entropy: list[torch.Tensor] | None = None) -> torch.Tensor:
         """``logp`` (b, T) with each chosen reply's likelihood normalised over its sample's ``alternatives``
         (a reply chosen among a request's choices, arena/policies/choices.py): with ``l`` a reply's summed
         completion logprobs under ``model`` (the alternatives run in one more pass, with gradient when
         enabled), the row's last completion token gets ``- logsumexp(l_chosen, l_alt_1, ...)``, so the
         row sums to ``log P(chosen) = log softmax(l)_chosen``. Rows without alternatives are unchanged;
-        a micro-batch without any skips the pass."""
+        a micro-batch without any skips the pass. ``entropy``: a list that receives each row's
+        :func:`~arena.learners.losses.choice_entropy` (with gradient), when the batch has choices."""
         rows, owner = [], []
         for r, i in enumerate(mb.index):
             for alt in samples[i].alternatives:
@@ -185,6 +187,8 @@ class Learner:
         alt_mb = collate(rows, list(range(len(rows))), self.pad_id, self.device, self.cfg.share_prefix_min_tokens)
         alt_logp = self._log_softmax(model, alt_mb).gather(-1, alt_mb.completion_ids[..., None]).squeeze(-1)
         alt_sums = (alt_logp * alt_mb.completion_mask).sum(-1)  # (n_alt,)
+        if entropy is not None:
+            entropy.append(choice_entropy((logp * mb.completion_mask).sum(-1), alt_sums, owner))
         return normalise_choices(logp, mb.completion_mask, alt_sums, owner)
 
     def _probe_dists(self, samples: Sequence[Sample], mb: MicroBatch, need: dict[str, int]) -> dict[str, ProbeDist]:
@@ -260,6 +264,9 @@ class Learner:
         kept = {key: torch.zeros(2, len(term.records), n_seqs, dtype=torch.float64)
                 for key, term in self.objectives if term.records}
         stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0} | {key: 0.0 for key, _ in self.objectives}
+        n_choices = float(sum(bool(s.alternatives) for s in samples))  # chosen replies: the bonus's mean
+        if cfg.choice_entropy > 0 and n_choices:
+            stats["choice_entropy"] = 0.0
         gap_sum, gap_count = 0.0, 0.0
         is_sums, is_max = torch.zeros(3, dtype=torch.float64), 0.0  # sum rho, sum w, tokens over the cap (epoch 0)
         grad_norm = 0.0
@@ -269,7 +276,8 @@ class Learner:
             for k, mb in enumerate(micro):
                 logp_full = self._log_softmax(self._forward_model(), mb)  # (b, T, V)
                 logp = logp_full.gather(-1, mb.completion_ids[..., None]).squeeze(-1)
-                logp = self._normalise_choices(self._forward_model(), samples, mb, logp)
+                entropy: list[torch.Tensor] | None = [] if cfg.choice_entropy > 0 else None
+                logp = self._normalise_choices(self._forward_model(), samples, mb, logp, entropy)
                 if old[k] is None:
                     old[k] = logp.detach()
                 if epoch == 0:  # generator vs learner, same tokens, before any update
@@ -298,6 +306,10 @@ class Learner:
                 else:
                     w = aggregation_weights(mb.completion_mask, cfg.aggregation, n_tokens, n_seqs, constant)
                 loss = (per_token * w).sum()
+                if entropy:  # the bonus: -coef x the mean entropy over the whole batch's chosen replies
+                    bonus = entropy[0].sum() / n_choices
+                    loss = loss - cfg.choice_entropy * bonus
+                    stats["choice_entropy"] += float(bonus.detach()) / cfg.updates_per_batch
                 if self.objectives:
                     ctx = ObjectiveContext(mb, logp_full, probes[k], mb.weights, progress, totals, samples)
                     for key, term in self.objectives:

@@ -12,7 +12,7 @@ import torch
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.core.types import Sample
-from arena.learners.losses import normalise_choices
+from arena.learners.losses import choice_entropy, normalise_choices
 
 T = 0.9
 PROMPTS = [[5, 6, 7, 8], [5, 6, 9], [5, 6, 7, 11, 12], [5, 13]]
@@ -44,11 +44,24 @@ def test_normalise_choices_by_hand() -> None:
     assert float((out[0] * mask[0]).sum()) == pytest.approx(-3.0 - float(lse0))
 
 
-def reference_gradient(tiny: Any, batch: list[Sample]) -> torch.Tensor:
+def test_choice_entropy_by_hand() -> None:
+    # row 0: l = -3 with alternatives -1 and -4; row 1: none; row 2: l = -5 with -5 (two equal choices)
+    got = choice_entropy(torch.tensor([-3.0, -0.5, -5.0]), torch.tensor([-1.0, -4.0, -5.0]), [0, 0, 2])
+    p = torch.softmax(torch.tensor([-3.0, -1.0, -4.0]), 0)
+    want = torch.stack([-(p * p.log()).sum(), torch.tensor(0.0), torch.log(torch.tensor(2.0))])
+    torch.testing.assert_close(got, want)
+    assert float(got[0]) == pytest.approx(0.5243, abs=1e-4)  # p = (0.1142, 0.8438, 0.0420)
+    sure = choice_entropy(torch.tensor([0.0]), torch.tensor([-60.0]), [0])  # a saturated choice: about 0
+    assert float(sure[0]) < 1e-20
+
+
+def reference_gradient(tiny: Any, batch: list[Sample], entropy: float = 0.0) -> torch.Tensor:
     """REINFORCE at ratio 1, token-mean aggregation: ``sum_s -A_s w_s log P_s / n_tokens``, with ``log P_s``
-    the chosen reply's ``l_i - logsumexp_j l_j`` for a chosen reply and ``l`` for a generated one."""
+    the chosen reply's ``l_i - logsumexp_j l_j`` for a chosen reply and ``l`` for a generated one; with
+    ``entropy``, minus ``entropy`` x the mean over chosen replies of ``H(softmax(l))``."""
     model = copy.deepcopy(tiny)
     n_tokens = sum(len(s.completion_ids) for s in batch)
+    n_choices = sum(bool(s.alternatives) for s in batch)
     loss = torch.zeros(())
     for s in batch:
         def total(completion: list[int], prompt: list[int] = s.prompt_ids) -> torch.Tensor:
@@ -58,7 +71,10 @@ def reference_gradient(tiny: Any, batch: list[Sample]) -> torch.Tensor:
         l_chosen = total(s.completion_ids)
         log_p = l_chosen
         if s.alternatives:
-            log_p = l_chosen - torch.logsumexp(torch.stack([l_chosen, *[total(a) for a in s.alternatives]]), 0)
+            every = torch.stack([l_chosen, *[total(a) for a in s.alternatives]])
+            log_p = l_chosen - torch.logsumexp(every, 0)
+            q = torch.log_softmax(every, 0)
+            loss = loss + entropy * (q.exp() * q).sum() / n_choices
         loss = loss - s.advantage * s.weight * log_p / n_tokens
     loss.backward()
     return flat_grad(model)
@@ -85,3 +101,16 @@ def test_clipped_loss_with_two_epochs_and_kl_sees_the_normalised_choice(tiny: An
     clipped, stats = learner_gradient(batch, temperature=T, loss="clipped", beta=0.1, kl_estimator="k3")
     torch.testing.assert_close(clipped, reinforce, rtol=1e-4, atol=1e-6)
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6) and stats["clip_frac"] == 0.0
+
+
+@pytest.mark.parametrize("budget", [10_000, 6])
+def test_the_entropy_bonus_is_the_mean_choice_entropy(tiny: Any, learner_gradient: Any, budget: int) -> None:
+    """learner.choice_entropy: the gradient gains that of -coef x mean_r H_r over the batch's chosen replies,
+    micro-batched as full-batch; the logged choice_entropy is that mean."""
+    batch = samples()
+    want = reference_gradient(tiny, batch, entropy=0.3)
+    got, stats = learner_gradient(batch, temperature=T, loss="reinforce", token_budget=budget,
+                                  share_prefix_min_tokens=1, choice_entropy=0.3)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    assert (want - reference_gradient(tiny, batch)).abs().max() > 100 * 1e-6  # the bonus does move the gradient
+    assert 0.0 < stats["choice_entropy"] < float(torch.log(torch.tensor(3.0)))
