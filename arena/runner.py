@@ -3,8 +3,11 @@
 Each tick the runner asks every live env for the seats that can be generated
 now (all unplayed seats of a hidden phase, else the seat to move), groups those
 requests by the policy that owns the seat, makes ONE ``generate`` call per
-policy, and steps the envs in AEC order. Finished games become
-:class:`~arena.core.types.Episode` records and their env slot starts the next seed.
+policy, and steps the envs in AEC order. Policies that share an engine (a
+``shared_engine`` attribute: vLLM adapters over one base, arena/policies/vllm.py)
+are asked together: the engine's ``generate([(policy, requests), ...])`` is
+one call for all of them, each request under its own policy's adapter.
+Finished games become :class:`~arena.core.types.Episode` records and their env slot starts the next seed.
 
 Per-request seeds are a hash of (episode, phase occurrence, seat, attempt), so
 a seeded game yields the same episode whether it is played here in a batch of
@@ -207,11 +210,16 @@ class Runner:
                 name = seats.policy_for(seat)
                 batches[name].append((slot, seat, build_request(env, seat, self.sampling(name, env.phase.name))))
         ready: dict[int, dict[str, Completion]] = {slot: {} for slot in live}
-        for name, items in batches.items():
-            completions = self.policies[name].generate([req for _, _, req in items])
+        for names in self._calls(batches):
+            asked = [(self.policies[n], [req for _, _, req in batches[n]]) for n in names]
+            if len(asked) == 1:
+                outs = [asked[0][0].generate(asked[0][1])]
+            else:  # policies on one engine: one call, each request under its own policy
+                outs = self.policies[names[0]].shared_engine.generate(asked)  # type: ignore[attr-defined]
             self.generate_calls += 1
-            for (slot, seat, _), comp in zip(items, completions, strict=True):
-                ready[slot][seat] = comp
+            for name, completions in zip(names, outs, strict=True):
+                for (slot, seat, _), comp in zip(batches[name], completions, strict=True):
+                    ready[slot][seat] = comp
         for slot, comps in ready.items():
             env = self.envs[slot]
             # Step in AEC order; a seat asked to retry stays selected and is
@@ -219,6 +227,14 @@ class Runner:
             while not env.done and env.agent_selection in comps:
                 seat = env.agent_selection
                 apply_completion(env, comps.pop(seat), live[slot].policy_for(seat))
+
+    def _calls(self, batches: Mapping[str, Any]) -> list[list[str]]:
+        """The tick's policies grouped into generate calls: one per policy, or one per shared engine."""
+        calls: dict[int | str, list[str]] = {}
+        for name in batches:
+            engine = getattr(self.policies[name], "shared_engine", None)
+            calls.setdefault(id(engine) if engine is not None else name, []).append(name)
+        return list(calls.values())
 
 
 def play_one_at_a_time(

@@ -172,8 +172,8 @@ def test_each_generator_runs_its_own_adapter(tiny_model_dir: Path, tmp_path: Pat
 
 
 def test_shared_base_config_errors_are_one_line(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """``shared_base: true`` on adapters over different bases, on a vLLM generator, or on a generator whose dtype
-    is not the learner's weights: one line before any model loads; ``auto`` gives such policies copies."""
+    """``shared_base: true`` on adapters over different bases (or one on hf and one on vLLM), or on a generator
+    whose dtype is not the learner's weights: one line before any model loads; ``auto`` gives such policies copies."""
     base = sets(tiny_model_dir)
     cfg = load_config(CONFIG, [*base, "learner.lora.shared_base=true", "policies.p1.dtype=bfloat16",
                                "policies.p1.learner={param_dtype: bfloat16}"])
@@ -185,8 +185,8 @@ def test_shared_base_config_errors_are_one_line(tiny_model_dir: Path, tmp_path: 
                                           r"\(bfloat16 on cpu\) differs from its learner's weights \(float32 on cpu\)"):
         Trainer(cfg, tmp_path / "dtype")
     cfg = load_config(CONFIG, [*base, "learner.lora.shared_base=true", "policies.p1.backend=vllm"])
-    with pytest.raises(ConfigError, match=r"^policies.p1: learner.lora.shared_base is true but its backend is vllm; "
-                                          r".*several trainable adapters in one generate call is not done"):
+    with pytest.raises(ConfigError, match=r"^learner.lora.shared_base: true asks adapters over different bases .*p0: "
+                                          r".* float32 cpu, p1: .* float32 cpu vllm"):  # one hf, one vLLM
         Trainer(cfg, tmp_path / "vllm")
     with pytest.raises(ConfigError, match=r"learner.lora.shared_base"):
         load_config(CONFIG, [*base, "learner.lora.shared_base=sometimes"])

