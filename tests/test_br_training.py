@@ -58,3 +58,24 @@ def test_resume_meets_the_same_responder(tiny_model_dir: Path, tmp_path: Path) -
     assert (tmp_path / "resumed/checkpoints/step_000001/responders/responders.json").is_file()
     make(tiny_model_dir, tmp_path / "resumed", *extra, resume=True).run()
     assert rows(tmp_path / "straight") == rows(tmp_path / "resumed")
+
+
+def test_eval_prints_the_played_policy(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
+    """``arena.eval exploitability --policy``: the played policy per information state, whose exploitability
+    (OpenSpiel's, recomputed here from the printed table) is the reported exploitability_played."""
+    import pyspiel
+    from open_spiel.python import policy as os_policy
+    from open_spiel.python.algorithms import exploitability
+
+    from arena.rank.exploitability import main
+
+    out = tmp_path / "x.json"
+    assert main([CONFIG, "--set", f"policies.learner.model={tiny_model_dir}", "--policy", "--json", str(out)]) == 0
+    assert "played policy (information state: action probabilities)" in capsys.readouterr().out
+    got = json.loads(out.read_text())
+    game = pyspiel.load_game("kuhn_poker")
+    table = os_policy.TabularPolicy(game)
+    assert sorted(got["played_policy"]) == sorted(table.state_lookup)
+    for key, row in table.state_lookup.items():
+        table.action_probability_array[row] = [got["played_policy"][key]["Pass"], got["played_policy"][key]["Bet"]]
+    assert exploitability.exploitability(game, table) == pytest.approx(got["values"]["exploitability_played"], abs=1e-9)
