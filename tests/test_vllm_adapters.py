@@ -102,7 +102,7 @@ def test_one_engine_serves_eight_adapters_in_one_call_per_tick(base: Path, tmp_p
     engine = VLLMEngine(str(base), dtype="float32", max_model_len=512, kv_cache_gb=0.125, lora_rank=RANK,
                         max_loras=len(names))
     together = {n: VLLMPolicy(str(folders[n]), name=n, engine=engine) for n in names}
-    assert all(p.shared_engine is engine for p in together.values()) and engine.policies == list(together.values())
+    assert all(p.shared_engine is engine for p in together.values()) and set(engine.policies) == set(together.values())
     pairs = [(names[k], names[k + 1]) for k in range(0, 8, 2)]
     pairs += [(b, a) for a, b in pairs]  # eight tables: in the first tick every policy has a seat to play
     specs = [EpisodeSpec(seed=100 + k, seats=SeatMap({"player_0": a, "player_1": b})) for k, (a, b) in enumerate(pairs)]
@@ -237,3 +237,47 @@ def test_adapters_over_different_bases_in_one_vllm_are_one_line(base: Path, tmp_
     cfg = bid_config(tmp_path, base, "learner.lora.shared_base=true", "policies.p1.model=smollm2-135m")
     with pytest.raises(ConfigError, match=r"^learner.lora.shared_base: true asks adapters over different bases"):
         Trainer(cfg, tmp_path / "bases")
+
+
+def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LoRA policy on vLLM with ``train.league``: its checkpoints join the pool as adapters, the step's opponent
+    plays on the trainable policy's engine (its turns in the same call as the trainable's), and the rated match
+    serves the current policy, base and every checkpoint member together, one call per tick."""
+    from arena.loop.trainer import Trainer, seed_everything
+
+    torch.set_num_threads(1)
+    policy = {"model": str(digits), "trainable": True, "backend": "vllm", "dtype": "float32", "max_model_len": 512,
+              "kv_cache_gb": 0.125, "sampling": {"max_new_tokens": 4}}
+    cfg = {
+        "game": {"name": "examples.sealed_bid:SealedBidGame", "max_bid": 10000},
+        "policies": {"learner": policy},
+        "runner": {"num_envs": 4, "progress": False},
+        "learner": {"lr": 3e-2, "lora": {"r": RANK, "alpha": 8.0, "target_modules": ["q_proj", "v_proj"]}},
+        "train": {"steps": 3, "games_per_step": 4, "checkpoint_every": 1, "plot": False, "save_episodes": False,
+                  "loggers": [], "evals": [], "league": {"enabled": True, "pool_size": 2, "share": 0.34,
+                                                         "sampler": "latest", "eval_every": 3, "eval_games": 3,
+                                                         "bootstrap": 10}},
+    }
+    (tmp_path / "league.yaml").write_text(json.dumps(cfg))
+    config = load_config(tmp_path / "league.yaml")
+    seed_everything(config.train.seed)
+    trainer = Trainer(config, tmp_path / "run")
+    engine = trainer.trained[0].generator.engine
+    assert engine.max_loras == 1 + 2 and trainer.league.together
+    ticks = []
+    real_tick = Runner._tick
+    monkeypatch.setattr(Runner, "_tick", lambda self, live: (ticks.append(1), real_tick(self, live))[1])
+    calls = engine_spy(engine, monkeypatch)
+    trainer.run()
+    assert engine.generate_calls == len(ticks) == len(calls)
+    assert trainer.runner.policies["league"].engine is engine
+    members = [m.name for m in trainer.league.members]
+    assert members == ["base", "step_000002", "step_000003"], members  # pool_size 2, after the step-3 save
+    trained = {n for c in calls for n in c if n.startswith("learner-")}
+    assert any(c & trained and any(n.startswith("league-") for n in c) for c in calls), "opponent served apart"
+    together = {"league/step_000001", "league/step_000002", "learner"}  # the rated match: members and the current policy
+    assert any({n.split("-v")[0] for n in c} >= together for c in calls), calls
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert "league/rating" in rows[-1] and rows[-1]["league/rated_games"] > 0
+    assert all(r["sync/canary_gap"] <= FLOAT32_MAX_GAP for r in rows if "sync/canary_gap" in r)

@@ -180,11 +180,11 @@ def engine_groups(cfg: ArenaConfig, share: dict[str, str]) -> dict[str, list[str
     return groups
 
 
-def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]]) -> dict[str, Any]:
+def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]], extra_loras: int = 0) -> dict[str, Any]:
     """One vLLM engine per group of :func:`engine_groups` and one :class:`~arena.policies.vllm.VLLMPolicy` per
     member on it, each with its own adapter (from the first update on; the base until then). The engine takes
     its first member's settings, the largest context and KV cache of the group, LoRA of the largest rank, and
-    a slot (``max_loras``) per member."""
+    a slot (``max_loras``) per member, plus ``extra_loras`` (league members served as adapters)."""
     from arena.policies.vllm import VLLMEngine, VLLMPolicy
 
     policies: dict[str, Any] = {}
@@ -196,12 +196,36 @@ def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]]) -> di
             gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
             enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
             lora_rank=max(cfg.learner_for(n).lora.r for n in members),  # type: ignore[union-attr]
-            max_loras=len(members),
+            max_loras=len(members) + extra_loras,
         )
         for name, spec in zip(members, specs, strict=True):
             policies[name] = VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
                                         engine=engine)
     return policies
+
+
+def adapter_league(cfg: ArenaConfig) -> bool:
+    """``train.league`` whose members are adapters served on the trainable policy's vLLM engine: a LoRA policy
+    with backend vllm (arena/loop/league.py, "Members as adapters")."""
+    spec = cfg.policies.get(cfg.trainable or "")
+    return (cfg.train.league.enabled and isinstance(spec, ModelPolicySpec) and spec.backend == "vllm"
+            and cfg.learner_for(cfg.trainable).lora is not None)  # type: ignore[arg-type]
+
+
+def league_member_policy(cfg: ArenaConfig, trainable: Any, spec: ModelPolicySpec | str, name: str) -> Any:
+    """A league member's policy: a model member (an adapter checkpoint, or the base) served on the trainable
+    policy's vLLM engine under its own adapter; a bot as :func:`arena.loop.build.league_policy` makes it. A
+    member over another base is one line (``train.league``)."""
+    from arena.loop.build import league_policy
+    from arena.policies.vllm import VLLMPolicy
+
+    if isinstance(spec, str):
+        return league_policy(cfg, spec, name)
+    try:
+        return VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
+                          engine=trainable.shared_engine)
+    except ValueError as e:
+        raise ConfigError(f"train.league: {e}; a league of adapters plays on the trainable policy's base") from None
 
 
 def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int,
@@ -284,10 +308,14 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     share = shared_bases(cfg, staleness)  # before any model loads
     store = ModelStore()
     engines = engine_groups(cfg, share)  # vLLM adapters over one base: one engine each group
+    extra = 0
+    if adapter_league(cfg):  # the league's members join the trainable policy's engine as adapters
+        engines.setdefault(cfg.trainable, [cfg.trainable])  # type: ignore[arg-type]
+        extra = cfg.train.league.pool_size
     served = {n for members in engines.values() for n in members}
     names = used_policies(cfg)
     built = build_policies(cfg, [n for n in names if n not in served], store=store, share=share)
-    built |= shared_engine_policies(cfg, engines)
+    built |= shared_engine_policies(cfg, engines, extra)
     policies = {n: built[n] for n in names}
     bases: dict[tuple[str, str, str], Any] = {}  # the learners' shared bases (vLLM groups)
     trained = [build_trained(cfg, name, policies, store, staleness, dist, run_dir, share, bases)
@@ -298,7 +326,11 @@ def build_trainer_parts(cfg: ArenaConfig, run_dir: Path, resume: Path | None = N
     if cfg.train.league.enabled:  # past checkpoints as opponents, rated matches (arena/loop/league.py)
         from arena.loop.league import League
 
-        league = League(cfg, run_dir, runner, partial(league_policy, cfg))
+        if adapter_league(cfg):
+            league = League(cfg, run_dir, runner, partial(league_member_policy, cfg, policies[cfg.trainable]),
+                            together=True)
+        else:
+            league = League(cfg, run_dir, runner, partial(league_policy, cfg))
     report_untrained_phases(cfg, env)
     run_dir.mkdir(parents=True, exist_ok=True)
     warm = None

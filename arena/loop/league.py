@@ -41,6 +41,16 @@ Memory
     built from its folder with the trainable policy's settings (backend hf)
     and freed when the next one is loaded. So a pool of any size costs one
     extra model in memory, plus disk.
+
+Members as adapters (issue #36)
+    When the trainable policy is a LoRA adapter served by vLLM, a checkpoint
+    member is an adapter too, and the assembly hands in ``together=True`` with a
+    ``make_policy`` that serves members on the trainable policy's own engine
+    (``arena.loop.assemble.league_member_policy``): the step's opponent costs an
+    adapter slot, not a model, and its turns go out in the same generate call
+    as the trainable policy's. The rated match then seats every member at once,
+    each as policy ``league/<member>``, so one tick is one call for the current
+    policy and all members together.
 """
 
 from __future__ import annotations
@@ -97,6 +107,11 @@ def pfsp(members: Sequence[Member], stats: Mapping[str, tuple[float, float]], rn
 SAMPLERS: dict[str, Sampler] = {"latest": latest, "uniform": uniform, "pfsp": pfsp}
 
 
+def is_opponent(policy: str) -> bool:
+    """A league member's policy name: ``league``, or ``league/<member>`` in a rated match served at once."""
+    return policy == OPPONENT or policy.startswith(OPPONENT + "/")
+
+
 def is_bot(member: Member) -> bool:
     """A scripted opponent (``train.league.bots``), not a checkpoint."""
     return member.model.startswith("scripted:")
@@ -139,9 +154,11 @@ class LeagueConfig(BaseModel):
 class League:
     """Pool, opponent draws, results and ratings of one training run (see the module docstring)."""
 
-    def __init__(self, cfg: Any, run_dir: Path, runner: Any, make_policy: Callable[[Any, str], Any]):
+    def __init__(self, cfg: Any, run_dir: Path, runner: Any, make_policy: Callable[[Any, str], Any],
+                 together: bool = False):
         """``make_policy(spec, name)``: a policy for a model spec, handed in by the trainer (the assembly's
-        ``arena.loop.build.make_model_policy``; the league's config model sits below the assembly)."""
+        ``arena.loop.build.make_model_policy``; the league's config model sits below the assembly).
+        ``together``: members cost an adapter each, so the rated match serves them all at once."""
         from arena.core.errors import ConfigError
 
         self.cfg = cfg
@@ -151,6 +168,7 @@ class League:
         self.run_dir = run_dir
         self.runner = runner
         self.make_policy = make_policy
+        self.together = together
         self.trainable = cfg.trainable
         self.spec = cfg.policies[cfg.trainable]
         self.seat_rules = dict(cfg.seat_table())
@@ -165,7 +183,7 @@ class League:
         self.loaded: str | None = None
         self.current: Member | None = None  # this step's opponent
         sampling = runner.sampling  # the opponent samples like the trainable policy
-        runner.sampling = lambda policy, phase: sampling(self.trainable if policy == OPPONENT else policy, phase)
+        runner.sampling = lambda policy, phase: sampling(self.trainable if is_opponent(policy) else policy, phase)
 
     # -------------------------------------------------------------- pool
     def pool_dir(self) -> Path:
@@ -209,14 +227,16 @@ class League:
             return
         self.runner.policies.pop(OPPONENT, None)
         self.loaded = None
+        self.runner.policies[OPPONENT] = self.member_policy(member, OPPONENT)
+        self.loaded = member.name
+
+    def member_policy(self, member: Member, name: str) -> Any:
+        """``member`` as a policy named ``name``: a bot, or its folder with the trainable policy's settings."""
         if is_bot(member):  # a scripted opponent: make_policy takes its "scripted:<bot>" name
-            self.runner.policies[OPPONENT] = self.make_policy(member.model, OPPONENT)
-            self.loaded = member.name
-            return
+            return self.make_policy(member.model, name)
         model = member.model if member.name == BASE else str(self.run_dir / member.model)  # members live in the run
         spec = self.spec.model_copy(update={"model": model, "trainable": False, "frozen": True, "backend": "hf"})
-        self.runner.policies[OPPONENT] = self.make_policy(spec, OPPONENT)
-        self.loaded = member.name
+        return self.make_policy(spec, name)
 
     # -------------------------------------------------------------- training games
     def _rng(self, step: int, salt: int) -> np.random.Generator:
@@ -292,15 +312,24 @@ class League:
         layouts = self.lc.layouts or [{}]
         n = len(self.learner_seats)
         rounds = math.ceil(self.lc.eval_games / n)
+        batch: list[tuple[Any, Any]] = []  # (table, spec) of the members served at once
         for k, member in enumerate(self.members):
-            self.activate(member)
+            name = f"{OPPONENT}/{member.name}" if self.together else OPPONENT
+            if self.together:
+                self.runner.policies[name] = self.member_policy(member, name)
+            else:
+                self.activate(member)
             tables = schedule(["current", member.name], self.learner_seats, rounds, seed=step, layouts=layouts)
             seeds = held_out_seeds(1000 + step * 64 + k, len(tables))
-            specs = [EpisodeSpec(seed=s, options=dict(t.options), seats=SeatMap(
-                {seat: self.trainable if p == "current" else OPPONENT for seat, p in t.seating.items()} | self.seat_rules))
+            batch += [(t, EpisodeSpec(seed=s, options=dict(t.options), seats=SeatMap(
+                {seat: self.trainable if p == "current" else name for seat, p in t.seating.items()} | self.seat_rules)))
                 for t, s in zip(tables, seeds, strict=True)]
-            for t, ep in zip(tables, self.runner.play(specs), strict=True):
-                games.append(game_from_outcome(dict(t.seating), ep.roles, ep.outcome))
+            if not self.together or k == len(self.members) - 1:  # one member at a time, or all of them at once
+                for (t, _), ep in zip(batch, self.runner.play([spec for _, spec in batch]), strict=True):
+                    games.append(game_from_outcome(dict(t.seating), ep.roles, ep.outcome))
+                batch = []
+        for member in self.members if self.together else ():
+            self.runner.policies.pop(f"{OPPONENT}/{member.name}", None)
         anchor = BASE if any(m.name == BASE for m in self.members) else self.members[0].name
         names = [m.name for m in self.members] + ["current"]
         fit = bradley_terry(games, names, anchor=anchor, rounds=self.lc.bootstrap, seed=step)

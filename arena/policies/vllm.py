@@ -56,6 +56,7 @@ scripts that create one must do it under ``if __name__ == "__main__":``.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -126,7 +127,7 @@ class VLLMEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.generate_calls = 0  # llm.generate calls that sampled (not scoring)
-        self.policies: list[VLLMPolicy] = []  # the policies served, in the order they joined
+        self.policies: weakref.WeakSet[VLLMPolicy] = weakref.WeakSet()  # the policies it serves (while they live)
         self._lora_ids = 0
 
     def next_lora_id(self) -> int:
@@ -245,7 +246,7 @@ class VLLMPolicy:
         else:
             check_same_base(engine, model, fixed, name)
         self.engine = engine
-        engine.policies.append(self)
+        engine.policies.add(self)
         if fixed is not None:
             self.load_adapter(resolve_model(model))
 
