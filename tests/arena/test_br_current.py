@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from open_spiel.python import policy as os_policy
 
 from arena.core.errors import ConfigError
@@ -102,3 +104,16 @@ def test_br_current_with_no_policy_to_follow_is_one_line() -> None:
     assert out.returncode == 2, out.stderr
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and "scripted:br:current responds" in errors[0] and "Traceback" not in out.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=4, max_size=4))
+def test_no_card_blind_kuhn_policy_is_below_one_third(bets: list[float]) -> None:
+    """docs/games/nash.md reads 1/3 as the card-blind floor: a Kuhn policy whose Bet probability depends only
+    on the betting so far (not on the card) is at least 1/3 from Nash; only a policy that uses its card can
+    go lower (CFR+'s is near 0)."""
+    from open_spiel.python.algorithms import exploitability
+
+    game = OpenSpielGame().config.load()
+    blind = table(lambda k: [1 - bets[["", "p", "b", "pb"].index(k[1:])], bets[["", "p", "b", "pb"].index(k[1:])]])
+    assert exploitability.exploitability(game, blind) >= 1 / 3 - 1e-9
