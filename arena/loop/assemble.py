@@ -185,18 +185,21 @@ def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]], extra
     member on it, each with its own adapter (from the first update on; the base until then). The engine takes
     its first member's settings, the largest context and KV cache of the group, LoRA of the largest rank, and
     a slot (``max_loras``) per member, plus ``extra_loras`` (league members served as adapters)."""
-    from arena.policies.vllm import VLLMEngine, VLLMPolicy
+    from arena.core.models import resolve_model
+    from arena.policies.vllm import VLLMEngine, VLLMPolicy, adapter_info
 
     policies: dict[str, Any] = {}
     for members in groups.values():
         specs: list[ModelPolicySpec] = [cfg.policies[n] for n in members]  # type: ignore[misc]
         first = specs[0]
+        fixed = adapter_info(resolve_model(first.model))  # a policy that starts from an adapter: its base
+        ranks = [cfg.learner_for(n).lora.r for n in members]  # type: ignore[union-attr]
         engine = VLLMEngine(
-            first.model, dtype=first.resolved_dtype, max_model_len=max(s.max_model_len or 2048 for s in specs),
+            fixed[0] if fixed else first.model, dtype=first.resolved_dtype,
+            max_model_len=max(s.max_model_len or 2048 for s in specs),
             gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
             enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
-            lora_rank=max(cfg.learner_for(n).lora.r for n in members),  # type: ignore[union-attr]
-            max_loras=len(members) + extra_loras,
+            lora_rank=max(ranks + [fixed[1]] if fixed else ranks), max_loras=len(members) + extra_loras,
         )
         for name, spec in zip(members, specs, strict=True):
             policies[name] = VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
