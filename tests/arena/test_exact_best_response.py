@@ -78,7 +78,7 @@ def test_the_br_bot_plays_the_best_response_to_another_bot() -> None:
 
 
 def test_br_against_an_unknown_bot_is_one_line() -> None:
-    with pytest.raises(ValueError, match=r"br:nope: a best response is to one of this game's bots: br:cfr, br:random$"):
+    with pytest.raises(ValueError, match=r"br:nope: a best response is to one of this game's bots: br:cfr, br:current, br:random$"):
         BOTS["br"].with_arg("nope")
 
 
