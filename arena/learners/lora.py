@@ -49,9 +49,10 @@ class LoraConfig(BaseModel):
 
     shared_base: bool | Literal["auto"] = Field(
         default="auto", description="Several trainable policies with adapters over one base (same model, dtype and "
-        "device, hf backend, generator dtype = learner weights): 'auto' or true holds ONE base with a named adapter "
-        "per policy (learners and generators share it); true also makes a policy that cannot share a one-line "
-        "error; false gives each policy its own model copy (docs/guides/several-policies.md).",
+        "device, one backend): 'auto' or true holds ONE base with a named adapter per policy (hf: learners and "
+        "generators share it, generator dtype = learner weights; vllm: one float32 base for the learners and one "
+        "engine serving every adapter in one generate call per tick); true also makes a policy that cannot share a "
+        "one-line error; false gives each policy its own model copy (docs/guides/several-policies.md).",
     )
 
     @field_validator("target_modules")
