@@ -75,22 +75,46 @@ def report(out: Path) -> None:
         print(f"| {name} | " + " | ".join(f"{c[s]:.4f}" if s in c else "" for s in steps) + f" | {delta} | "
               + (f"{played[max(played)]:.4f}" if played else "n/a") + " | "
               + (f"{invalid:.2f}" if invalid is not None else "n/a") + f" | {wall} |")
+    plot([out], out / "exploitability.png")
+
+
+#: Horizontal reference lines of the plot: exploitability of Kuhn poker policies.
+REFERENCES = {"uniform random": 0.458333, "card-blind floor": 1 / 3, "a2c, 1e7 episodes": 0.198,
+              "RM-PG, 1e7 episodes": 0.124, "NFSP, 1e7 episodes": 0.0198, "CFR+": 0.0001}
+
+
+def plot(folders: list[Path], path: Path) -> None:
+    """Exploitability of the played policy against step: one thin line per seed, one colour per arm (a
+    folder's runs named ``<arm>_seed<N>``; the arm's label is ``<folder>/<arm>`` when there are several
+    folders), log scale, the tabular references as horizontal lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, c in curves.items():
-        if c:
-            ax.plot(sorted(c), [c[s] for s in sorted(c)], marker="o", ls="-" if name.startswith("rae") else "--", label=name)
-    ax.axhline(0.458333, color="grey", lw=0.8, ls=":", label="uniform random (0.458)")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours: dict[str, str] = {}
+    for folder in folders:
+        for run in sorted(p for p in folder.iterdir() if p.is_dir()):
+            c = curve(run, PLAYED) or curve(run)  # the played policy where logged (score mode: the same)
+            if not c:
+                continue
+            arm = run.name.rsplit("_seed", 1)[0]
+            label = f"{folder.name}/{arm}" if len(folders) > 1 else arm
+            first = label not in colours
+            colours.setdefault(label, f"C{len(colours)}")
+            ax.plot(sorted(c), [c[s] for s in sorted(c)], lw=1, marker=".", color=colours[label],
+                    label=label if first else None)
+    for i, (name, value) in enumerate(REFERENCES.items()):
+        ax.axhline(value, color="grey", lw=0.7, ls=[":", "--", "-."][i % 3])
+        ax.text(ax.get_xlim()[1], value, f" {name} ({value:.3g})", fontsize=6, va="center", color="grey")
+    ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("exploitability (Kuhn, exact)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("exploitability, played policy (Kuhn, exact)")
+    ax.legend(fontsize=6, loc="lower left")
     fig.tight_layout()
-    fig.savefig(out / "exploitability.png", dpi=110)
-    print(f"\nplot: {out / 'exploitability.png'}")
+    fig.savefig(path, dpi=120)
+    print(f"\nplot: {path}")
 
 
 def main() -> None:
@@ -104,9 +128,15 @@ def main() -> None:
     p.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                    help="more overrides for every arm, e.g. learner.lr=1e-4")
     p.add_argument("--report", type=Path, default=None, help="only print the table and plot of this folder's runs")
+    p.add_argument("--plot", type=Path, nargs="+", default=None, metavar="FOLDER",
+                   help="only plot these folders' runs together (one colour per folder and arm) into --png")
+    p.add_argument("--png", type=Path, default=Path("exploitability.png"), help="where --plot writes")
     args = p.parse_args()
     if args.report is not None:
         report(args.report)
+        return
+    if args.plot is not None:
+        plot(args.plot, args.png)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     import os
