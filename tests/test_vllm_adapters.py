@@ -12,6 +12,7 @@ and its canary stays within the float32 bound.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,16 @@ def turns(episodes: list) -> list[tuple]:
     return [(t.seat, t.policy, list(t.completion_ids), list(t.logprobs)) for ep in episodes for t in ep.turns]
 
 
+def same_turns(a: list, b: list) -> bool:
+    """The same seats, policies and tokens, and logprobs within 1e-5 (relative): a batch of another shape rounds
+    float32 sums differently in the last digits (seen with 2 threads), while a request served under another
+    adapter differs in its tokens or far above that."""
+    return len(a) == len(b) and all(
+        x[:3] == y[:3] and len(x[3]) == len(y[3]) and all(math.isclose(p, q, rel_tol=1e-5, abs_tol=1e-6)
+                                                          for p, q in zip(x[3], y[3], strict=True))
+        for x, y in zip(a, b, strict=True))
+
+
 def test_one_engine_serves_eight_adapters_in_one_call_per_tick(base: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """p0 and p1 (trainable) and m2..m7 (league members) as adapters on one engine: each tick of eight Kuhn
@@ -122,14 +133,14 @@ def test_one_engine_serves_eight_adapters_in_one_call_per_tick(base: Path, tmp_p
     single = VLLMEngine(str(base), dtype="float32", max_model_len=512, kv_cache_gb=0.125, lora_rank=RANK, max_loras=1)
     alone = {n: VLLMPolicy(str(folders[n]), name=n, engine=single) for n in names}
     reference = [play_one_at_a_time(make_env(), alone, spec, sampling=sampling) for spec in specs]
-    assert turns(played) == turns(reference)
+    assert same_turns(turns(played), turns(reference))
     by_policy = {n: [t for t in turns(played) if t[1] == n] for n in names}
     assert len({tuple(tuple(t[2]) for t in ts) for ts in by_policy.values()}) > 1, "the adapters play alike"
 
     monkeypatch.undo()
     engine_spy(engine, monkeypatch, planted=True)
     wrong = Runner(make_env, together, SeatMap({"*": "p0"}), sampling, num_envs=len(specs)).play(specs)
-    assert turns(wrong) != turns(reference), "the check misses requests served under another policy's adapter"
+    assert not same_turns(turns(wrong), turns(reference)), "the check misses requests served under another policy's adapter"
 
 
 def test_each_adapter_push_leaves_the_others(base: Path, tmp_path: Path) -> None:

@@ -39,7 +39,6 @@ import contextlib
 import functools
 import math
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -198,7 +197,7 @@ def set_vllm_cpu_bind(overlapped: bool) -> str | None:
     bind, why = vllm_cpu_bind(cpus, overlapped, os.environ.get(VLLM_BIND_ENV), usable_cores())
     if bind is not None:
         os.environ[VLLM_BIND_ENV] = bind
-        print(f"threads: vLLM-cpu engine bound to CPUs {bind} ({why})", file=sys.stderr, flush=True)
+        print(f"threads: vLLM-cpu engine bound to CPUs {bind} ({why})", flush=True)
     return bind
 
 
@@ -215,7 +214,7 @@ _applied: list[int] = []  # the thread counts this module set (torch's own defau
 
 def set_torch_threads(jobs: int = 1, reserved: int = 0, what: str = "") -> int:
     """Set torch's intra-op threads by :func:`choose_threads` for this process's ``jobs`` concurrent
-    jobs (``what``: which, for the line printed to stderr); returns the count."""
+    jobs (``what``: which, for the line printed to stdout); returns the count."""
     import torch
 
     current = torch.get_num_threads()
@@ -229,7 +228,7 @@ def set_torch_threads(jobs: int = 1, reserved: int = 0, what: str = "") -> int:
     if n != current:
         _set_threads(n)
     _applied.append(n)
-    print(f"threads: torch intra-op {n} per job ({why}){': ' + what if what else ''}", file=sys.stderr, flush=True)
+    print(f"threads: torch intra-op {n} per job ({why}){': ' + what if what else ''}", flush=True)
     return n
 
 

@@ -58,13 +58,13 @@ def test_set_torch_threads_applies_and_says_it(monkeypatch: pytest.MonkeyPatch, 
     torch.set_num_threads(8)  # torch's default here: every CPU
     hardware._applied.clear()
     assert set_torch_threads(jobs=2, what="rollouts beside the learner") == 4 == torch.get_num_threads()
-    assert capsys.readouterr().err == "threads: torch intra-op 4 per job (8 cores / 2 concurrent jobs): rollouts beside the learner\n"
+    assert capsys.readouterr().out == "threads: torch intra-op 4 per job (8 cores / 2 concurrent jobs): rollouts beside the learner\n"
     assert set_torch_threads(jobs=4) == 2  # its own earlier choice is not a user's
     torch.set_num_threads(3)  # a user's call wins over a later choice
     assert set_torch_threads(jobs=2) == 3 == torch.get_num_threads()
     monkeypatch.setenv(THREADS_ENV, "1")
     assert set_torch_threads(jobs=2) == 1 == torch.get_num_threads()
-    assert "OMP_NUM_THREADS=1 as set" in capsys.readouterr().err
+    assert "OMP_NUM_THREADS=1 as set" in capsys.readouterr().out
 
 
 def test_usable_cores_is_within_the_machine() -> None:
@@ -87,11 +87,11 @@ def test_the_async_pipeline_shares_the_cores_with_the_learner(monkeypatch: pytes
     assert pipe.take(1) == ([], {"t": 1.0}) and seen == [2] and torch.get_num_threads() == 2
     pipe.close()
     assert torch.get_num_threads() == 4  # restored when the pipeline closes
-    assert "threads: torch intra-op 2 per job (4 cores / 2 concurrent jobs): the async rollout thread" in capsys.readouterr().err
+    assert "threads: torch intra-op 2 per job (4 cores / 2 concurrent jobs): the async rollout thread" in capsys.readouterr().out
     pipe = Pipeline(lambda t: ([], {}), k=0, version=0, last=1)  # k = 0 overlaps nothing: nothing changes
     pipe.take(1)
     pipe.close()
-    assert torch.get_num_threads() == 4 and capsys.readouterr().err == ""
+    assert torch.get_num_threads() == 4 and capsys.readouterr().out == ""
 
 
 def test_settings_hold_after_vllm_cpu_disables_torch_set_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +149,7 @@ def test_set_vllm_cpu_bind_only_for_an_engine_process_of_its_own(monkeypatch: py
     if torch.cuda.is_available():
         return
     assert set_vllm_cpu_bind(overlapped=True) == "0-1" == hardware.os.environ[VLLM_BIND_ENV]
-    assert capsys.readouterr().err == ("threads: vLLM-cpu engine bound to CPUs 0-1 (2 of 4 cores for the engine, "
+    assert capsys.readouterr().out == ("threads: vLLM-cpu engine bound to CPUs 0-1 (2 of 4 cores for the engine, "
                                        "the rest for the learner)\n")
     monkeypatch.setenv(VLLM_BIND_ENV, "3")  # a user's choice wins
     assert set_vllm_cpu_bind(overlapped=True) is None and hardware.os.environ[VLLM_BIND_ENV] == "3"
