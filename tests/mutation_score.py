@@ -107,6 +107,13 @@ EQUIVALENT: set[str] = {
     "arena.learners.losses.x_normalise_choices__mutmut_32",
     # normalise_choices: alt_sums.to(own.dtype) -> .to(None): the sums already have logp's dtype in every caller.
     "arena.learners.losses.x_normalise_choices__mutmut_24",
+    # choice_entropy: alt_sums.to(own.dtype) -> .to(None): the same, for the same reason.
+    "arena.learners.losses.x_choice_entropy__mutmut_22",
+    # average_metrics: np.asarray(rows, dtype=float) -> dtype=None / no dtype: every caller's tables are float
+    # arrays already (played_array; the checkpoint's lists are read back as float), and 0/1 integer rows average
+    # to the same floats.
+    "arena.games.openspiel.exact.x_average_metrics__mutmut_7",
+    "arena.games.openspiel.exact.x_average_metrics__mutmut_9",
     # grpo(..., scale=False) -> scale=None: both falsy.
     "arena.learners.advantages.x_lsp_solver__mutmut_3",
     # super().update(metrics) -> super().update(None): the base update ignores its argument.

@@ -21,7 +21,7 @@ from arena.core.errors import ConfigError
 from arena.games.openspiel import OpenSpielGame
 from arena.games.openspiel.bots import BOTS, FOLLOWED
 from arena.games.openspiel.env import observe
-from arena.games.openspiel.exact import best_response_table, played_policy
+from arena.games.openspiel.exact import average_metrics, average_policy, best_response_table, played_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = "games/openspiel/kuhn.br.yaml"
@@ -117,3 +117,22 @@ def test_no_card_blind_kuhn_policy_is_below_one_third(bets: list[float]) -> None
     game = OpenSpielGame().config.load()
     blind = table(lambda k: [1 - bets[["", "p", "b", "pb"].index(k[1:])], bets[["", "p", "b", "pb"].index(k[1:])]])
     assert exploitability.exploitability(game, blind) >= 1 / 3 - 1e-9
+
+
+def test_average_metrics_is_the_exploitability_of_the_average_policy() -> None:
+    """``average_metrics`` (what exact evaluations log as ``*_average``) of played tables: the exact
+    exploitability of ``average_policy`` of them, equal weights; of one table, that table's own."""
+    from open_spiel.python.algorithms import exploitability
+
+    config = OpenSpielGame().config
+    game = config.load()
+    a = table(lambda k: [1 - BET[k], BET[k]])
+    b = table(lambda k: [0.9, 0.1] if k.startswith("0") else [0.2, 0.8])
+    got = average_metrics(config, [a.action_probability_array, b.action_probability_array])
+    assert set(got) == {"nash_conv_average", "exploitability_average"}
+    want = average_policy(game, [a, b])
+    assert got["exploitability_average"] == pytest.approx(exploitability.exploitability(game, want), abs=1e-12)
+    assert got["nash_conv_average"] == pytest.approx(exploitability.nash_conv(game, want), abs=1e-12)
+    assert got["exploitability_average"] != pytest.approx(exploitability.exploitability(game, a), abs=1e-3)
+    alone = average_metrics(config, [a.action_probability_array])
+    assert alone["exploitability_average"] == pytest.approx(exploitability.exploitability(game, a), abs=1e-12)

@@ -473,8 +473,7 @@ def played_table(config: Any, action_probs: ActionProbs) -> Any:
     policy (:func:`played_policy`: the exact legal replies plus the invalid share on the fallback), or the
     exact policy where it cannot be told (probabilities only; ``invalid.mode: retry``)."""
     tables = policy_tables(config, action_probs)
-    retry = getattr(getattr(config, "invalid", None), "mode", "na") == "retry"
-    if getattr(config, "action_mode", None) == "score" or retry:
+    if config.action_mode == "score" or config.invalid.mode == "retry":
         return tables["exact"]
     return tables.get("played", tables["exact"])
 
