@@ -62,6 +62,10 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
             raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
     check_choice_backends(cfg, env, origin)
     check_probes_and_metrics(cfg, env, origin)
+    if cfg.train.exact_descent:
+        from arena.loop.descent import check
+
+        check(cfg, env, origin)
     phases = tuple(getattr(env, "phases", ()) or ())
     if not phases:
         return

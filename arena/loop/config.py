@@ -103,6 +103,12 @@ class TrainConfig(BaseModel):
         "is now (scripted:br:current, as a seat or a league bot; arena/loop/respond.py): before the games of step s "
         "when (s - 1) % respond_every == 0.",
     )
+    exact_descent: bool = Field(
+        default=False, description="Exploitability descent, full width (Lockhart et al., 2019; arena/loop/descent.py): "
+        "each step trains on every information state of the game, one sample per legal action with advantage "
+        "c(I) pi(a|I) (q(I,a) - v(I)) against the exact best response to the policy, instead of played games. "
+        "Two-player zero-sum OpenSpiel games with action_mode: score; false: the step's games.",
+    )
     stop_when: list[StopRule] = Field(
         default_factory=list, description="Stop early (arena/loop/stop.py): rules on metrics train.evals logs, "
         "{metric: '<eval>/<metric>', '<=': x} or '>=': x, or {metric, patience: N, mode: min|max, min_delta}; the "

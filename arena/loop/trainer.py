@@ -35,12 +35,14 @@ from arena.loop.canary import canary_samples, canary_stats, check_gap, generator
 from arena.loop.checkpoint import find_checkpoint, list_checkpoints, load_state, rng_state, save_checkpoint, set_rng_state
 from arena.loop.assemble import Trained, TrainerParts, precision_report, resolve_precision, resolved_config  # noqa: F401 - re-exported
 from arena.loop.config import ArenaConfig
+from arena.loop.descent import Descent
 from arena.loop.respond import Responders, find_follower
 from arena.runner import EpisodeSpec, generate_texts
 from arena.learners.progress import Progress
 from arena.learners.samples import build_samples
 
-TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s", "time/respond_s")
+TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/step_s", "gen/tokens_per_s", "time/eval_s", "time/respond_s",
+               "time/descent_s")
 
 
 def seed_everything(seed: int) -> None:
@@ -88,6 +90,8 @@ class Trainer:
         follower = find_follower(cfg, self.runner.policies)
         self.responders = (Responders(cfg, follower, self.probe_env, self.runner.policies, self.runner.sampling)
                            if follower is not None else None)
+        self.descent = (Descent(cfg, self.probe_env, self.runner.policies, self.runner.sampling)
+                        if cfg.train.exact_descent else None)
         if resume is not None:
             try:
                 checkpoint = find_checkpoint(resume)
@@ -187,7 +191,11 @@ class Trainer:
         phases = self.schedule.phases(progress)
         t0 = time.perf_counter()
         pipeline = self.pipeline
-        episodes, played = pipeline.take(step) if pipeline is not None else self.play_step(step)
+        if self.descent is not None:  # the whole tree, no game (arena/loop/descent.py)
+            descended, descent_stats = self.descent.samples(step)
+            episodes, played = [], {"gen/tokens": 0.0, "time/play_s": 0.0, **descent_stats}
+        else:
+            episodes, played = pipeline.take(step) if pipeline is not None else self.play_step(step)
         if self.dist.active:  # every rank sees the whole step; each trains its own episodes' samples
             mine = {ep.episode_id for ep in episodes}
             episodes = [ep for part in gather(self.dist, episodes) for ep in part]
@@ -195,7 +203,10 @@ class Trainer:
         stats: dict[str, dict[str, float]] = {}  # per trainable policy: its samples', update's and canary's figures
         befores = []
         for unit in self.trained:  # each policy learns from its own seats' turns only
-            samples, sample_stats = build_samples(episodes, phases, unit.learner.cfg, unit.estimator_states, unit.name)
+            if self.descent is not None:
+                samples, sample_stats = descended, {}
+            else:
+                samples, sample_stats = build_samples(episodes, phases, unit.learner.cfg, unit.estimator_states, unit.name)
             # No sample, weights unchanged: the generator already holds them, nothing to push or check.
             befores.append(self.canary_before(episodes, unit) if samples or unit.pushed != unit.learner.version else None)
             if self.dist.active:
@@ -238,8 +249,7 @@ class Trainer:
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": t2 - t0,
             "gen/tokens": float(tokens), "gen/tokens_per_s": tokens / max(played["time/play_s"], 1e-9),
         })
-        if "time/respond_s" in played:  # the responder's recomputation, before the step's games
-            row["time/respond_s"] = played["time/respond_s"]
+        row.update({k: v for k, v in played.items() if k == "time/respond_s" or k.startswith(("descent/", "time/descent"))})
         if pipeline is not None:  # rollout_s is the wait for the thread's games; play_s their own time
             row.update({"async/staleness": pipeline.staleness(step), "time/play_s": played["time/play_s"],
                         "time/sync_wait_s": t2 - t_update})

@@ -114,3 +114,30 @@ def test_the_entropy_bonus_is_the_mean_choice_entropy(tiny: Any, learner_gradien
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
     assert (want - reference_gradient(tiny, batch)).abs().max() > 100 * 1e-6  # the bonus does move the gradient
     assert 0.0 < stats["choice_entropy"] < float(torch.log(torch.tensor(3.0)))
+
+
+def test_descent_samples_give_exploitability_descents_gradient(tiny: Any, learner_gradient: Any) -> None:
+    """train.exact_descent (arena/loop/descent.py): one sample per choice with advantage A(a) = c pi(a) (q(a) - v)
+    (``action_advantages``) gives the gradient of ED's loss ``-c sum_a pi(a) sg(q(a) - v)``, pi the normalised
+    choice (Lockhart et al., 2019), here divided by the batch's token count as token aggregation does."""
+    from arena.games.openspiel.descent import action_advantages
+
+    model = copy.deepcopy(tiny)
+    prompt, q, c = PROMPTS[0], [1.5, -0.5, 0.25], 0.4
+
+    def l(completion: list[int]) -> torch.Tensor:
+        logp = seq_log_softmax(model, prompt, completion, T)
+        return logp.gather(-1, torch.tensor(completion)[:, None]).sum()
+
+    pi = torch.softmax(torch.stack([l(ch) for ch in CHOICES]), 0)
+    adv = action_advantages(pi.detach().tolist(), q, c)
+    n_tokens = sum(len(ch) for ch in CHOICES)
+    values = torch.tensor(q) - float(pi.detach() @ torch.tensor(q))
+    (-c * (pi * values).sum() / n_tokens).backward()
+    want = flat_grad(model)
+    batch = [Sample(prompt_ids=prompt, completion_ids=ch, advantage=adv[i],
+                    alternatives=[o for j, o in enumerate(CHOICES) if j != i]) for i, ch in enumerate(CHOICES)]
+    for loss in ("reinforce", "clipped"):
+        got, _ = learner_gradient(batch, temperature=T, loss=loss)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+    assert want.abs().max() > 1e-4

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from arena.core.game import Invalid, LLMGame, Phase
-from arena.core.game_types import ActionProbs
+from arena.core.game_types import ActionProbs, ActionQuery
 from arena.core.types import ChatMessage
 from arena.games.openspiel import rules
 from arena.games.openspiel.types import OpenSpielConfig, OpenSpielObservation
@@ -140,6 +140,18 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
         from arena.games.openspiel.exact import average_metrics
 
         return average_metrics(self.config, played)
+
+    def descent_check(self) -> None:
+        """A ``ValueError`` line when :meth:`descent_targets` cannot run: not two-player zero-sum, too large."""
+        from arena.games.openspiel.descent import check_game
+
+        check_game(self.config)
+
+    def descent_targets(self, action_probs: ActionProbs) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
+        """Exploitability descent's advantages at every information state (arena/games/openspiel/descent.py)."""
+        from arena.games.openspiel.descent import descent_targets
+
+        return descent_targets(self.config, action_probs)
 
 
 def observe(game_name: str, state: Any, player: int) -> OpenSpielObservation:

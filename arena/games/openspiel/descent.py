@@ -1,0 +1,86 @@
+"""Exploitability descent, full width (Lockhart et al., 2019, "Computing approximate equilibria in
+sequential adversarial games by exploitability descent"), on any policy given as action probabilities.
+
+For a two-player zero-sum game and a policy ``pi`` (both players'), player ``p``'s part of the
+descent direction at one of its information states ``I`` comes from the game played against the
+exact best response ``b(pi_p)`` of the other player (OpenSpiel's
+``action_value_vs_best_response.Calculator``, which walks the whole tree)::
+
+    q(I, a)  = the value to p of playing a at I, then pi_p, against b(pi_p)
+    c(I)     = the counterfactual reach of I against b(pi_p): chance's and b's probabilities
+               of the histories in I, summed (p's own are left out)
+    v(I)     = sum_a pi(a | I) q(I, a)
+    A(I, a)  = c(I) * pi(a | I) * (q(I, a) - v(I))
+
+and ED's loss is ``L = - sum_I sum_a c(I) * pi(a | I) * sg(q(I, a) - v(I))`` (``sg``: no gradient),
+as OpenSpiel's own ``exploitability_descent.LossCalculator`` computes it. Its gradient in any
+parameters ``theta`` of a softmax policy is that of a policy-gradient loss over every (state,
+action) pair with the advantages ``A``::
+
+    grad L = - sum_I sum_a c(I) pi(a|I) (q - v) grad log pi(a|I) = - sum_(I,a) A(I, a) grad log pi(a|I)
+
+(``grad pi = pi grad log pi``). So a language model takes one ED step as a batch of samples, one per
+legal action of every information state, each the action's text chosen among the others
+(``Sample.alternatives``, normalised as ``action_mode: score`` plays) with advantage ``A(I, a)``
+(arena/loop/descent.py). Nothing is sampled: the step is deterministic given the weights.
+
+By Danskin's theorem ``-grad L`` is a descent direction of each player's exploitability term (the
+best response is held fixed while its value is differentiated); ED converges in the last iterate
+for tabular softmax policies on Kuhn and Leduc poker (Lockhart et al., figures 2-3). The
+exploitability of ``pi`` comes for free: the best responder's values, averaged over the two players.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from arena.core.game_types import ActionProbs, ActionQuery
+
+
+def descent_targets(config: Any, action_probs: ActionProbs) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
+    """Every information state's query, the advantages ``A(I, a)`` of its legal actions (in the query's
+    order) and ``{"exploitability": ...}`` of the policy ``action_probs`` gives (module docstring). A
+    ``ValueError`` line for a game that is not two-player zero-sum."""
+    from open_spiel.python.algorithms.action_value_vs_best_response import Calculator
+
+    from arena.games.openspiel.exact import fill, info_state_queries
+
+    game = check_game(config)
+    table, queries, ids = info_state_queries(config)
+    probs = action_probs(queries)
+    fill(table, ids, probs)
+    advantages: list[list[float]] = [[] for _ in queries]
+    calculator = Calculator(game)
+    best = []
+    key_of = {r: k for k, r in table.state_lookup.items()}  # row -> information-state string
+    for player in range(2):
+        rows = [r for r, s in enumerate(table.states) if s.current_player() == player]
+        out = calculator(player, table, [key_of[r] for r in rows])
+        best.append(float(out.exploitability))
+        for j, r in enumerate(rows):
+            advantages[r] = action_advantages(probs[r], [out.values_vs_br[j][a] for a in ids[r]],
+                                              float(out.counterfactual_reach_probs_vs_br[j]))
+    return queries, advantages, {"exploitability": float(np.mean(best))}
+
+
+def check_game(config: Any) -> Any:
+    """The game, or a ``ValueError`` line: descent needs two players, zero-sum, and a tree small enough to walk."""
+    from arena.games.openspiel.exact import count_info_states
+    from arena.games.openspiel.rules import is_zero_sum
+
+    game = config.load()
+    if game.num_players() != 2 or not is_zero_sum(game):
+        raise ValueError(f"exploitability descent needs a two-player zero-sum game; {game} has "
+                         f"{game.num_players()} players{'' if is_zero_sum(game) else ' and is not zero-sum'}")
+    count_info_states(game, config.exploitability_max_states)
+    return game
+
+
+def action_advantages(pi: Sequence[float], q: Sequence[float], reach: float) -> list[float]:
+    """``A(a) = c * pi(a) * (q(a) - v)`` with ``v = sum_a pi(a) q(a)`` (module docstring); they sum to 0."""
+    p, values = np.asarray(pi, dtype=float), np.asarray(q, dtype=float)
+    v = float(p @ values)
+    return [float(reach * pa * (qa - v)) for pa, qa in zip(p, values, strict=True)]

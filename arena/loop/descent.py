@@ -1,0 +1,97 @@
+"""``train.exact_descent``: each step's samples are the whole game tree, not played games.
+
+Exploitability descent, full width (arena/games/openspiel/descent.py; Lockhart et al., 2019). Before
+the update of every step the trainable policy's exact action probabilities are scored at every
+information state (the first trainable policy at every seat, at its sampling settings for the game's
+first phase, no gradient, the global RNGs saved and restored), and the game returns the advantages
+``A(I, a) = c(I) pi(a|I) (q(I, a) - v(I))`` against the exact best response to that policy. The step
+trains on one sample per legal action of every information state: the prompt the seat sees at ``I``,
+the action's text as the completion (``action_ids``: its tokens, then end of sequence), the other
+legal texts as its ``alternatives`` (so the loss sees ``log pi(a|I)`` normalised over the legal
+actions, exactly as ``action_mode: score`` plays), the first phase, weight 1 and advantage
+``A(I, a)``: the estimator is not used. At one update per batch the learner's policy-gradient term is
+``- sum A(I, a) grad log pi(a|I)``: ED's gradient. No game is played; ``descent/exploitability`` logs
+the exploitability of the policy before the step's update (the best responder's mean value, from the
+same tree walk), ``time/descent_s`` the scoring and the walk.
+
+The learner's loss must make the gradient ``-A grad log pi``: ``loss: clipped`` or ``reinforce`` at
+``updates_per_batch: 1`` with ``beta`` 0 and any aggregation that weights every token alike
+(``token`` or ``constant``: each action's tokens sum to ``log pi(a|I)``). Refused at start-up
+otherwise, as are a game without ``descent_targets`` (OpenSpiel games have it), ``action_mode`` other
+than ``score``, a league, async rollouts and several trainable policies.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from arena.core.errors import ConfigError
+from arena.core.types import Sample
+
+
+def check(cfg: Any, game: Any, origin: str = "config") -> None:
+    """The one-line ``ConfigError`` for a run ``train.exact_descent`` cannot drive (module docstring)."""
+    head = f"{origin}: train.exact_descent: true"
+    if not hasattr(game, "descent_targets"):
+        raise ConfigError(f"{head} needs a game with exact descent targets (game.name: openspiel); "
+                          f"{game.metadata['name']} has none")
+    if getattr(cfg.game.settings, "action_mode", None) != "score":
+        raise ConfigError(f"{head} needs game.action_mode: score (the policy it descends is the one scored), "
+                          f"got {getattr(cfg.game.settings, 'action_mode', None)!r}")
+    trainable = cfg.trainables
+    if len(trainable) != 1:
+        raise ConfigError(f"{head} descends one trainable policy's exploitability, got {len(trainable)}: {trainable}")
+    learner = cfg.learner_for(trainable[0])
+    if learner.aggregation not in ("token", "constant") or learner.updates_per_batch != 1 or learner.beta != 0:
+        raise ConfigError(f"{head} needs learner.aggregation token or constant, learner.updates_per_batch 1 and "
+                          f"learner.beta 0 (the gradient must be -A grad log pi), got {learner.aggregation!r}, "
+                          f"{learner.updates_per_batch}, {learner.beta}")
+    if cfg.train.league.enabled or cfg.train.async_ is not None:
+        raise ConfigError(f"{head} plays no games: train.league.enabled and train.async must be off")
+    try:
+        game.descent_check()
+    except ValueError as e:
+        raise ConfigError(f"{head}: {' '.join(str(e).split())}") from None
+
+
+class Descent:
+    """The step's samples from the tree (module docstring)."""
+
+    def __init__(self, cfg: Any, env: Any, policies: Mapping[str, Any], sampling: Any):
+        check(cfg, env)
+        self.cfg, self.env, self.policies, self.sampling = cfg, env, policies, sampling
+
+    def samples(self, step: int) -> tuple[list[Sample], dict[str, float]]:
+        """One sample per legal action of every information state, and the step's figures."""
+        import torch
+
+        from arena.loop.checkpoint import rng_state, set_rng_state
+        from arena.loop.exact import policies_action_probs
+        from arena.policies.base import Request
+        from arena.policies.choices import action_ids
+
+        t0 = time.perf_counter()
+        trainable = self.cfg.trainable
+        phase = self.env.phases[0] if self.env.phases else ""
+        policy = self.policies[trainable]
+        saved = rng_state()
+        try:
+            with torch.no_grad():
+                probs = policies_action_probs(self.policies, lambda seat: trainable, self.sampling, phase)
+                queries, advantages, metrics = self.env.descent_targets(probs)
+        finally:
+            set_rng_state(saved)
+        samples = []
+        for q, adv in zip(queries, advantages, strict=True):
+            prompt = policy.encode(Request(messages=q.messages, params=self.sampling(trainable, phase), seat=q.seat))
+            texts = [action_ids(policy.tokenizer, a) for a in q.actions]
+            for i, a in enumerate(adv):
+                samples.append(Sample(prompt_ids=list(prompt), completion_ids=texts[i], advantage=float(a), phase=phase,
+                                      role=q.seat, alternatives=[t for j, t in enumerate(texts) if j != i],
+                                      extras={"group": q.seat, "finish_reason": "stop", "reward": 0.0}))
+        stats = {f"descent/{k}": v for k, v in metrics.items()}
+        stats |= {"descent/states": float(len(queries)), "descent/abs_advantage": sum(abs(s.advantage) for s in samples),
+                  "time/descent_s": time.perf_counter() - t0}
+        return samples, stats
