@@ -5,8 +5,9 @@
     .venv/bin/python bench/kuhn_learning.py --report runs/kuhn_bench  # the table and plot of finished runs
 
 Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE), ``kuhn.grpo.yaml`` (GRPO),
-``kuhn.players.yaml`` (RAE, one trainable policy per player) or ``kuhn.score.yaml`` (RAE, moves drawn
-from the scored policy: the exact number is the played policy's) with ``train.seed=N`` and the same budget; the exploitability eval (``kind: exact``: the model's
+``kuhn.players.yaml`` (RAE, one trainable policy per player), ``kuhn.score.yaml`` (RAE, moves drawn
+from the scored policy: the exact number is the played policy's), ``kuhn.br.yaml`` (score mode against the
+exact best response) or ``kuhn.ed.yaml`` (exploitability descent over the whole tree, no games) with ``train.seed=N`` and the same budget; the exploitability eval (``kind: exact``: the model's
 teacher-forced action probabilities at the sampling temperature, OpenSpiel's exact best
 response) runs at step 0 (the base model), every ``--every`` steps and at the end. Prints a
 markdown table (exploitability per step, final minus base, the played policy's exploitability by
@@ -27,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml",
         "players": "games/openspiel/kuhn.players.yaml",  # one trainable policy per player (issue #36)
         "score": "games/openspiel/kuhn.score.yaml",  # action_mode score: the scored policy is the played one
-        "br": "games/openspiel/kuhn.br.yaml"}  # score mode against the exact best response to the current policy
+        "br": "games/openspiel/kuhn.br.yaml",  # score mode against the exact best response to the current policy
+        "ed": "games/openspiel/kuhn.ed.yaml"}  # exploitability descent, full width: the whole tree each step
 KEY = "eval/exploitability/exploitability"
 PLAYED = "eval/exploitability/exploitability_played"  # exp(l_i) + invalid share on the uniform fallback
 
@@ -49,9 +51,19 @@ def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int
     return wall
 
 
-def curve(run: Path, key: str = KEY) -> dict[int, float]:
+#: Logged by train.exact_descent at step s: the exploitability of the policy before step s's update, i.e. of
+#: step s - 1's weights (score mode: the played policy), from the tree walk the step makes anyway.
+DESCENT = "descent/exploitability"
+
+
+def curve(run: Path, key: str = KEY, fill: bool = True) -> dict[int, float]:
+    """``key`` per step; for the exploitability keys, a descent run's per-step number fills the steps between
+    evaluations (at step s - 1: it is that policy's)."""
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] if (run / "metrics.jsonl").exists() else []
-    return {int(r["step"]): float(r[key]) for r in rows if isinstance(r.get(key), (int, float))}
+    out = {int(r["step"]): float(r[key]) for r in rows if isinstance(r.get(key), (int, float))}
+    if fill and key in (KEY, PLAYED) and out:
+        out = {int(r["step"]) - 1: float(r[DESCENT]) for r in rows if isinstance(r.get(DESCENT), (int, float))} | out
+    return dict(sorted(out.items()))
 
 
 def last_value(run: Path, key: str) -> float | None:
@@ -62,7 +74,7 @@ def last_value(run: Path, key: str) -> float | None:
 
 def report(out: Path) -> None:
     runs = sorted(p for p in out.iterdir() if p.is_dir())
-    curves = {p.name: curve(p) for p in runs}
+    curves = {p.name: curve(p, fill=False) for p in runs}  # the evaluations' steps (a descent run logs every step)
     steps = sorted({s for c in curves.values() for s in c})
     print("| run | " + " | ".join(f"step {s}" for s in steps)
           + " | final - base | played, final (exact-text) | invalid turns, last step | wall s |")
@@ -70,7 +82,7 @@ def report(out: Path) -> None:
     for name, c in curves.items():
         wall = (out / f"{name}.wall").read_text().split()[0] if (out / f"{name}.wall").exists() else "?"
         delta = f"{c[max(c)] - c[min(c)]:+.4f}" if len(c) > 1 else "n/a"
-        played = curve(out / name, PLAYED)
+        played = curve(out / name, PLAYED, fill=False)
         invalid = last_value(out / name, "game/invalid_turn_rate")
         print(f"| {name} | " + " | ".join(f"{c[s]:.4f}" if s in c else "" for s in steps) + f" | {delta} | "
               + (f"{played[max(played)]:.4f}" if played else "n/a") + " | "

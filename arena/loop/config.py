@@ -109,6 +109,11 @@ class TrainConfig(BaseModel):
         "c(I) pi(a|I) (q(I,a) - v(I)) against the exact best response to the policy, instead of played games. "
         "Two-player zero-sum OpenSpiel games with action_mode: score; false: the step's games.",
     )
+    descent_weighting: Literal["policy", "natural"] = Field(
+        default="policy", description="train.exact_descent's advantages (arena/games/openspiel/descent.py): policy, "
+        "ED's c(I) pi(a|I) (q - v) (Lockhart et al.); natural, c(I) (q - v), the natural-gradient direction of "
+        "softmax policies, which does not vanish as the policy saturates.",
+    )
     stop_when: list[StopRule] = Field(
         default_factory=list, description="Stop early (arena/loop/stop.py): rules on metrics train.evals logs, "
         "{metric: '<eval>/<metric>', '<=': x} or '>=': x, or {metric, patience: N, mode: min|max, min_delta}; the "

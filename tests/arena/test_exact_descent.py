@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.games.openspiel.descent import action_advantages, check_game, descent_targets
+from arena.games.openspiel.descent import action_advantages, check_game, descent_targets, natural_advantages
 from arena.games.openspiel.exact import best_response_table, expected_returns, exploitability_of, own_reach, tabular_policy
 from arena.games.openspiel.types import OpenSpielConfig
 
@@ -25,6 +25,9 @@ def test_action_advantages_by_hand() -> None:
     assert action_advantages([0.25, 0.75], [1.0, -1.0], 0.5) == pytest.approx([0.1875, -0.1875])
     assert action_advantages([0.2, 0.3, 0.5], [3.0, 0.0, -1.0], 2.0) == pytest.approx([1.16, -0.06, -1.1])  # v = 0.1
     assert action_advantages([1.0, 0.0], [1.0, 5.0], 1.0) == pytest.approx([0.0, 0.0])  # a pure policy: no direction
+    # natural: c (q - v), no pi factor; at a pure policy it still points to the better action
+    assert natural_advantages([0.25, 0.75], [1.0, -1.0], 0.5) == pytest.approx([0.75, -0.25])
+    assert natural_advantages([1.0, 0.0], [1.0, 5.0], 1.0) == pytest.approx([0.0, 4.0])
 
 
 class Logits:
@@ -99,6 +102,33 @@ def test_tabular_descent_with_these_advantages_converges_on_kuhn() -> None:
             probs.row(q)[:] += 2.0 * np.asarray(a)
     assert trace[0] == pytest.approx(0.4583, abs=1e-4)
     assert descent_targets(KUHN, probs)[2]["exploitability"] < 0.05, trace[-5:]
+
+
+def descend(probs: Logits, weighting: str, lr: float, steps: int) -> list[float]:
+    """Tabular descent: the logits move by the gradient of sum_a W(a) log pi(a), W the weighting's advantages."""
+    trace = []
+    for _ in range(steps):
+        queries, advantages, metrics = descent_targets(KUHN, probs, weighting)
+        trace.append(metrics["exploitability"])
+        for q, a, p in zip(queries, advantages, probs(queries), strict=True):
+            a, p = np.asarray(a), np.asarray(p)
+            probs.row(q)[:] += lr * (a - p * a.sum())
+    return trace
+
+
+def test_natural_weighting_leaves_a_saturated_start_where_eds_gradient_vanishes() -> None:
+    """From a near-pure policy (always pass: logits 6 and 0), ED's pi-weighted advantages barely move in 100
+    steps; the natural weighting c (q - v) is below 0.1 within 20 (the docstring's numbers)."""
+    def saturated() -> Logits:
+        probs = Logits(0, scale=0.0)
+        for q in descent_targets(KUHN, probs)[0]:
+            probs.row(q)[:] = [6.0, 0.0]
+        return probs
+
+    policy = descend(saturated(), "policy", 2.0, 100)
+    natural = descend(saturated(), "natural", 0.5, 20)
+    assert policy[0] == pytest.approx(natural[0]) and policy[0] > 0.99
+    assert policy[-1] > 0.9 and natural[-1] < 0.1, (policy[-1], natural[-5:])
 
 
 @pytest.mark.parametrize("config, words", [

@@ -24,6 +24,17 @@ legal action of every information state, each the action's text chosen among the
 (``Sample.alternatives``, normalised as ``action_mode: score`` plays) with advantage ``A(I, a)``
 (arena/loop/descent.py). Nothing is sampled: the step is deterministic given the weights.
 
+``natural`` weighting (``train.descent_weighting``, not in Lockhart et al.) drops the ``pi(a | I)``
+factor: ``N(I, a) = c(I) (q(I, a) - v(I))``, trained on as ``- sum N grad log pi``. ED's gradient vanishes
+as the policy saturates (``pi (q - v)`` goes to 0 at a pure policy): in a tabular softmax started at a
+near-pure policy (logits 6 and 0 at every state, exploitability 0.997), ED at step size 2 is still at
+0.937 after 100 steps, while ``N`` reaches 0.075 after 10 and 0.002 after 300 at step size 0.5. For a
+two-action state the logits' gradient of ``sum_a N(a) log pi(a)`` moves their difference by
+``c (q_2 - q_1) (1 + (pi_2 - pi_1)^2)``: the natural-gradient direction of softmax policies (Kakade,
+2001; the advantage itself, as NeuRD updates logits, Hennes et al., 2020), scaled by a factor in [1, 2],
+so it is a descent direction wherever ED's is, and does not vanish at a pure policy. For more actions it
+is ``c [(q_b - v) - pi_b sum_a (q_a - v)]``, not exactly the natural gradient.
+
 By Danskin's theorem ``-grad L`` is a descent direction of each player's exploitability term (the
 best response is held fixed while its value is differentiated); ED converges in the last iterate
 for tabular softmax policies on Kuhn and Leduc poker (Lockhart et al., figures 2-3). The
@@ -40,10 +51,12 @@ import numpy as np
 from arena.core.game_types import ActionProbs, ActionQuery
 
 
-def descent_targets(config: Any, action_probs: ActionProbs) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
-    """Every information state's query, the advantages ``A(I, a)`` of its legal actions (in the query's
-    order) and ``{"exploitability": ...}`` of the policy ``action_probs`` gives (module docstring). A
-    ``ValueError`` line for a game that is not two-player zero-sum."""
+def descent_targets(config: Any, action_probs: ActionProbs, weighting: str = "policy"
+                    ) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
+    """Every information state's query, the advantages of its legal actions (in the query's order) and
+    ``{"exploitability": ...}`` of the policy ``action_probs`` gives (module docstring). ``weighting``:
+    ``policy``, ED's ``A(I, a)``; ``natural``, ``N(I, a) = c(I) (q(I, a) - v(I))``. A ``ValueError`` line
+    for a game that is not two-player zero-sum."""
     from open_spiel.python.algorithms.action_value_vs_best_response import Calculator
 
     from arena.games.openspiel.exact import fill, info_state_queries
@@ -61,8 +74,8 @@ def descent_targets(config: Any, action_probs: ActionProbs) -> tuple[list[Action
         out = calculator(player, table, [key_of[r] for r in rows])
         best.append(float(out.exploitability))
         for j, r in enumerate(rows):
-            advantages[r] = action_advantages(probs[r], [out.values_vs_br[j][a] for a in ids[r]],
-                                              float(out.counterfactual_reach_probs_vs_br[j]))
+            advantages[r] = WEIGHTINGS[weighting](probs[r], [out.values_vs_br[j][a] for a in ids[r]],
+                                                  float(out.counterfactual_reach_probs_vs_br[j]))
     return queries, advantages, {"exploitability": float(np.mean(best))}
 
 
@@ -84,3 +97,14 @@ def action_advantages(pi: Sequence[float], q: Sequence[float], reach: float) -> 
     p, values = np.asarray(pi, dtype=float), np.asarray(q, dtype=float)
     v = float(p @ values)
     return [float(reach * pa * (qa - v)) for pa, qa in zip(p, values, strict=True)]
+
+
+def natural_advantages(pi: Sequence[float], q: Sequence[float], reach: float) -> list[float]:
+    """``N(a) = c * (q(a) - v)`` with ``v = sum_a pi(a) q(a)``: ED's ``A(a) / pi(a)`` (module docstring)."""
+    p, values = np.asarray(pi, dtype=float), np.asarray(q, dtype=float)
+    v = float(p @ values)
+    return [float(reach * (qa - v)) for qa in values]
+
+
+#: ``train.descent_weighting``'s choices: the advantage of each legal action at one information state.
+WEIGHTINGS = {"policy": action_advantages, "natural": natural_advantages}
