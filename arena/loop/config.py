@@ -114,6 +114,11 @@ class TrainConfig(BaseModel):
         "ED's c(I) pi(a|I) (q - v) (Lockhart et al.); natural, c(I) (q - v), the natural-gradient direction of "
         "softmax policies, which does not vanish as the policy saturates.",
     )
+    descent_bound: float = Field(
+        default=0.0, ge=0.0, lt=0.5, description="train.exact_descent: an action's advantage is set to 0 where it "
+        "would push its probability above 1 - bound or below bound (arena/games/openspiel/descent.py bounded); "
+        "0: off (Lockhart et al. have none).",
+    )
     stop_when: list[StopRule] = Field(
         default_factory=list, description="Stop early (arena/loop/stop.py): rules on metrics train.evals logs, "
         "{metric: '<eval>/<metric>', '<=': x} or '>=': x, or {metric, patience: N, mode: min|max, min_delta}; the "

@@ -9,7 +9,8 @@ trains on one sample per legal action of every information state: the prompt the
 the action's text as the completion (``action_ids``: its tokens, then end of sequence), the other
 legal texts as its ``alternatives`` (so the loss sees ``log pi(a|I)`` normalised over the legal
 actions, exactly as ``action_mode: score`` plays), the first phase, weight 1 and advantage
-``A(I, a)`` (``train.descent_weighting: natural``: ``c(I) (q(I, a) - v(I))``): the estimator is not used. At one update per batch the learner's policy-gradient term is
+``A(I, a)`` (``train.descent_weighting: natural``: ``c(I) (q(I, a) - v(I))``; ``train.descent_bound``: 0 where it
+would push a probability out of ``[bound, 1 - bound]``): the estimator is not used. At one update per batch the learner's policy-gradient term is
 ``- sum A(I, a) grad log pi(a|I)``: ED's gradient. No game is played; ``descent/exploitability`` logs
 the exploitability of the policy before the step's update (the best responder's mean value, from the
 same tree walk), ``time/descent_s`` the scoring and the walk.
@@ -80,7 +81,8 @@ class Descent:
         try:
             with torch.no_grad():
                 probs = policies_action_probs(self.policies, lambda seat: trainable, self.sampling, phase)
-                queries, advantages, metrics = self.env.descent_targets(probs, self.cfg.train.descent_weighting)
+                queries, advantages, metrics = self.env.descent_targets(probs, self.cfg.train.descent_weighting,
+                                                                      self.cfg.train.descent_bound)
         finally:
             set_rng_state(saved)
         samples = []

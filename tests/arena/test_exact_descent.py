@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.games.openspiel.descent import action_advantages, check_game, descent_targets, natural_advantages
+from arena.games.openspiel.descent import action_advantages, bounded, check_game, descent_targets, natural_advantages
 from arena.games.openspiel.exact import best_response_table, expected_returns, exploitability_of, own_reach, tabular_policy
 from arena.games.openspiel.types import OpenSpielConfig
 
@@ -104,11 +104,31 @@ def test_tabular_descent_with_these_advantages_converges_on_kuhn() -> None:
     assert descent_targets(KUHN, probs)[2]["exploitability"] < 0.05, trace[-5:]
 
 
-def descend(probs: Logits, weighting: str, lr: float, steps: int) -> list[float]:
+def test_bounded_stops_pushing_a_probability_past_the_bound() -> None:
+    assert bounded([0.995, 0.005], [0.3, -0.3], 0.01) == [0.0, 0.0]  # already past: no further
+    assert bounded([0.995, 0.005], [-0.3, 0.3], 0.01) == [-0.3, 0.3]  # back towards the middle: kept
+    assert bounded([0.5, 0.5], [0.3, -0.3], 0.01) == [0.3, -0.3]
+    assert bounded([0.99, 0.01], [0.3, -0.3], 0.01) == [0.0, 0.0]  # the bound itself counts as reached
+    assert bounded([0.2, 0.3, 0.5], [0.1, -0.2, 0.1], 0.3) == [0.1, 0.0, 0.1]
+
+
+def test_bounded_descent_converges_and_never_saturates() -> None:
+    """The natural weighting with a bound of 0.01 still converges on Kuhn (within 0.05 in 100 steps), and
+    no probability ends beyond [0.01 - step, 0.99 + step]; the same descent without the bound saturates."""
+    free, held = Logits(0, scale=0.0), Logits(0, scale=0.0)
+    descend(free, "natural", 2.0, 100)
+    trace = descend(held, "natural", 2.0, 100, bound=0.01)
+    assert trace[-1] < 0.05, trace[-5:]
+    queries = descent_targets(KUHN, held)[0]
+    assert min(min(p) for p in held(queries)) > 1e-3
+    assert min(min(p) for p in free(queries)) < 1e-4
+
+
+def descend(probs: Logits, weighting: str, lr: float, steps: int, bound: float = 0.0) -> list[float]:
     """Tabular descent: the logits move by the gradient of sum_a W(a) log pi(a), W the weighting's advantages."""
     trace = []
     for _ in range(steps):
-        queries, advantages, metrics = descent_targets(KUHN, probs, weighting)
+        queries, advantages, metrics = descent_targets(KUHN, probs, weighting, bound)
         trace.append(metrics["exploitability"])
         for q, a, p in zip(queries, advantages, probs(queries), strict=True):
             a, p = np.asarray(a), np.asarray(p)

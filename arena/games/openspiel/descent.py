@@ -51,12 +51,13 @@ import numpy as np
 from arena.core.game_types import ActionProbs, ActionQuery
 
 
-def descent_targets(config: Any, action_probs: ActionProbs, weighting: str = "policy"
+def descent_targets(config: Any, action_probs: ActionProbs, weighting: str = "policy", bound: float = 0.0
                     ) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
     """Every information state's query, the advantages of its legal actions (in the query's order) and
     ``{"exploitability": ...}`` of the policy ``action_probs`` gives (module docstring). ``weighting``:
-    ``policy``, ED's ``A(I, a)``; ``natural``, ``N(I, a) = c(I) (q(I, a) - v(I))``. A ``ValueError`` line
-    for a game that is not two-player zero-sum."""
+    ``policy``, ED's ``A(I, a)``; ``natural``, ``N(I, a) = c(I) (q(I, a) - v(I))``. ``bound`` > 0: the
+    advantages pass through :func:`bounded`. A ``ValueError`` line for a game that is not two-player
+    zero-sum."""
     from open_spiel.python.algorithms.action_value_vs_best_response import Calculator
 
     from arena.games.openspiel.exact import fill, info_state_queries
@@ -76,6 +77,8 @@ def descent_targets(config: Any, action_probs: ActionProbs, weighting: str = "po
         for j, r in enumerate(rows):
             advantages[r] = WEIGHTINGS[weighting](probs[r], [out.values_vs_br[j][a] for a in ids[r]],
                                                   float(out.counterfactual_reach_probs_vs_br[j]))
+            if bound > 0:
+                advantages[r] = bounded(probs[r], advantages[r], bound)
     return queries, advantages, {"exploitability": float(np.mean(best))}
 
 
@@ -108,3 +111,13 @@ def natural_advantages(pi: Sequence[float], q: Sequence[float], reach: float) ->
 
 #: ``train.descent_weighting``'s choices: the advantage of each legal action at one information state.
 WEIGHTINGS = {"policy": action_advantages, "natural": natural_advantages}
+
+
+def bounded(pi: Sequence[float], advantages: Sequence[float], bound: float) -> list[float]:
+    """``advantages`` with 0 where one would push its action further out of ``[bound, 1 - bound]``: a positive
+    advantage of an action already at ``pi >= 1 - bound``, a negative one at ``pi <= bound`` (``train.descent_bound``;
+    the logit threshold of NeuRD, Hennes et al., 2020, on probabilities). A policy-gradient step at a softmax
+    pushes a probability in proportion to ``log pi`` without end; this stops it at the bound, so a state whose
+    best action changes is not left ever deeper in the other one."""
+    return [0.0 if (a > 0 and p >= 1 - bound) or (a < 0 and p <= bound) else float(a)
+            for p, a in zip(pi, advantages, strict=True)]

@@ -147,12 +147,12 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
 
         check_game(self.config)
 
-    def descent_targets(self, action_probs: ActionProbs, weighting: str = "policy"
+    def descent_targets(self, action_probs: ActionProbs, weighting: str = "policy", bound: float = 0.0
                         ) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
         """Exploitability descent's advantages at every information state (arena/games/openspiel/descent.py)."""
         from arena.games.openspiel.descent import descent_targets
 
-        return descent_targets(self.config, action_probs, weighting)
+        return descent_targets(self.config, action_probs, weighting, bound)
 
 
 def observe(game_name: str, state: Any, player: int) -> OpenSpielObservation:
