@@ -90,6 +90,12 @@ SCOPE: dict[str, tuple[str, ...]] = {
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
 EQUIVALENT: set[str] = {
+    # descent.py: np.asarray's dtype float -> None/absent (the inputs are floats already), zip's strict=True ->
+    # None/False/absent (the lengths are equal by construction), and in bounded a > 0 -> a >= 0, a < 0 -> a <= 0
+    # (an advantage of 0 maps to 0 either way).
+    *(f"arena.games.openspiel.descent.x_action_advantages__mutmut_{i}" for i in (3, 5, 7, 9, 18, 21, 22)),
+    *(f"arena.games.openspiel.descent.x_natural_advantages__mutmut_{i}" for i in (3, 5, 7, 9)),
+    *(f"arena.games.openspiel.descent.x_bounded__mutmut_{i}" for i in (6, 12, 18, 21, 22)),
     # parse_action's match default "exact" -> any other string: every value but "nearest" reads exactly.
     "arena.games.household.actions.x_parse_action__mutmut_2",
     "arena.games.household.actions.x_parse_action__mutmut_3",

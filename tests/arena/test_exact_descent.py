@@ -152,12 +152,28 @@ def test_natural_weighting_leaves_a_saturated_start_where_eds_gradient_vanishes(
 
 
 @pytest.mark.parametrize("config, words", [
-    (OpenSpielConfig(game="kuhn_poker", params={"players": 3}), "two-player zero-sum"),
+    (OpenSpielConfig(game="kuhn_poker", params={"players": 3}),
+     r"^exploitability descent needs a two-player zero-sum game; kuhn_poker\(players=3\) has 3 players$"),
+    (OpenSpielConfig(game="sheriff"),
+     r"^exploitability descent needs a two-player zero-sum game; sheriff\(\) has 2 players and is not zero-sum$"),
     (OpenSpielConfig(game="leduc_poker", exploitability_max_states=10), "more than 10 information states"),
 ])
 def test_games_descent_cannot_walk_are_refused(config: OpenSpielConfig, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         check_game(config)
+
+
+def test_no_bound_keeps_the_advantages_of_a_pure_policy() -> None:
+    """bound 0 is off: at a pure policy (always pass) the natural advantage of the never-played Bet is kept
+    where it is negative and where it is positive (a bound of 0 would otherwise zero the negative ones)."""
+    probs = Logits(0, scale=0.0)
+    queries = descent_targets(KUHN, probs)[0]
+    for q in queries:
+        probs.row(q)[:] = [0.0, -800.0]  # exp underflows: Bet has probability exactly 0
+    _, plain, _ = descent_targets(KUHN, probs, "natural")
+    _, off, _ = descent_targets(KUHN, probs, "natural", 0.0)
+    assert off == plain
+    assert any(a[1] < 0 for a in plain) and any(a[1] > 0 for a in plain)
 
 
 @pytest.mark.parametrize("sets, words", [
