@@ -83,6 +83,7 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/openspiel/rules.py": ("arena.games.openspiel.rules.x_describe__mutmut_*",),
     "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
     "arena/games/openspiel/descent.py": ("arena.games.openspiel.descent.*",),
+    "arena/learners/progress.py": ("arena.learners.progress.x_scheduled_lr__mutmut_*",),
     "arena/loop/warm_start.py": ("arena.loop.warm_start.x_threshold__mutmut_*", "arena.loop.warm_start.x_episode_turns__mutmut_*"),
     "arena/loop/stop.py": tuple(f"arena.loop.stop.{f}__mutmut_*" for f in (
         "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),

@@ -147,6 +147,11 @@ class LearnerConfig(BaseModel):
     backend: Literal["torch", "deepspeed"] = Field(default="torch", description="torch optimizer or a DeepSpeed engine.")
     device: str = Field(default="cpu", description="Device of the learner's weights (cuda on GPU machines).")
     lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate.")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        default="constant", description="The learning rate over training (arena/learners/progress.py scheduled_lr): "
+        "constant lr; linear or cosine from lr at the first step to lr_end at the last.")
+    lr_end: float | None = Field(default=None, ge=0.0, description="The last step's learning rate under a linear or "
+                                 "cosine lr_schedule; null: lr (no decay).")
     weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
     loss: Literal["clipped", "reinforce"] = Field(
         default="clipped", description="clipped: GRPO/PPO surrogate; reinforce: LSP's detached-ratio REINFORCE."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -22,3 +23,20 @@ class Progress:
         if self.total == 1:
             return 1.0
         return min(1.0, max(0.0, (self.step - 1) / (self.total - 1)))
+
+
+def scheduled_lr(lr: float, lr_end: float | None, schedule: str, fraction: float) -> float:
+    """The learning rate at training ``fraction`` (``Progress.fraction``: 0 on the first step, 1 on the last)::
+
+        constant: lr
+        linear:   lr_end + (lr - lr_end) * (1 - f)
+        cosine:   lr_end + (lr - lr_end) * (1 + cos(pi f)) / 2
+
+    so the first step trains at ``lr`` and the last at ``lr_end`` (``None``: ``lr``, i.e. constant)."""
+    if schedule == "constant" or lr_end is None:
+        return lr
+    if schedule == "linear":
+        return lr_end + (lr - lr_end) * (1.0 - fraction)
+    if schedule == "cosine":
+        return lr_end + (lr - lr_end) * (1.0 + math.cos(math.pi * fraction)) / 2.0
+    raise ValueError(f"lr schedule {schedule!r}: expected constant, linear or cosine")

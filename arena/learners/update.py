@@ -59,7 +59,7 @@ from arena.learners.losses import (
     phase_aggregation_weights, reinforce_detached,
 )
 from arena.learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
-from arena.learners.progress import Progress
+from arena.learners.progress import Progress, scheduled_lr
 
 
 def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
@@ -222,10 +222,17 @@ class Learner:
     def step(
         self, samples: Sequence[Sample], progress: Progress | None = None, local: Sequence[int] | None = None
     ) -> dict[str, float]:
-        """One batch's updates. ``local``: the indices of this rank's samples (several ranks); None: all."""
+        """One batch's updates. ``local``: the indices of this rank's samples (several ranks); None: all.
+        With ``progress``, the optimizer's learning rate is ``learner.lr_schedule``'s at that point
+        (:func:`~arena.learners.progress.scheduled_lr`), logged as ``lr`` when it is not constant."""
         if not samples:
             return {"samples": 0.0}
         cfg = self.cfg
+        lr = cfg.lr
+        if progress is not None and cfg.lr_schedule != "constant":
+            lr = scheduled_lr(cfg.lr, cfg.lr_end, cfg.lr_schedule, progress.fraction)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
         # Rows with a common prompt prefix travel together; the training, old-logprob, reference and
         # probe passes all run it once per micro-batch (arena/learners/batch.py, prefix.py).
         share, min_saved = cfg.share_prompt_prefix, cfg.share_prefix_min_tokens
@@ -348,6 +355,8 @@ class Learner:
             adv_mean=float(torch.tensor([s.advantage for s in samples]).mean()),
             logprob_gap=gap_sum / gap_count if gap_count else float("nan"),
         )
+        if cfg.lr_schedule != "constant":
+            stats["lr"] = lr
         if gap_count:  # the per-token ratio learner/generator over tokens with a generator logprob (this rank's max)
             stats.update({"is/ratio_mean": is_rho / gap_count, "is/weight_mean": is_w_sum / gap_count,
                           "is/over_cap_frac": is_cut / gap_count, "is/ratio_max": is_max})
