@@ -43,8 +43,9 @@ def test_exact_descent_lowers_the_models_exploitability(tiny_model_dir: Path, tm
 
 
 def test_resume_descends_as_the_straight_run(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """With a cosine learning rate too: the resumed step trains at the rate the straight run's does."""
     torch.set_num_threads(1)
-    extra = ("train.steps=3", "train.evals=[]")
+    extra = ("train.steps=3", "train.evals=[]", "learner.lr_schedule=cosine", "learner.lr_end=1e-4")
     make(tiny_model_dir, tmp_path / "straight", *extra).run()
     make(tiny_model_dir, tmp_path / "resumed", *extra).run(max_steps=2)
     make(tiny_model_dir, tmp_path / "resumed", *extra, resume=True).run()
