@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,12 @@ class Progress:
         if self.total == 1:
             return 1.0
         return min(1.0, max(0.0, (self.step - 1) / (self.total - 1)))
+
+
+def set_lr(learner: Any, lr: float) -> None:
+    """The learning rate of every parameter group of the learner's optimizer."""
+    for group in learner.optimizer.param_groups:
+        group["lr"] = lr
 
 
 def scheduled_lr(lr: float, lr_end: float | None, schedule: str, fraction: float) -> float:

@@ -29,6 +29,7 @@ from arena.core.distributed import sum_values
 from arena.core.types import Sample
 from arena.learners.batch import collate, completion_log_softmax, pack
 from arena.learners.losses import aggregation_weights
+from arena.learners.progress import set_lr  # shared with Learner.step's lr schedule; imported from here too
 
 
 def demo_sample(prompt_ids: Sequence[int], completion_ids: Sequence[int], phase: str = "", role: str = "") -> Sample:
@@ -40,12 +41,6 @@ def nll_terms(logp: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tens
     """A micro-batch's share of the batch's token-mean NLL. ``logp: (b, T, V)``, ids and mask ``(b, T)`` -> ``()``."""
     token_logp = logp.gather(-1, completion_ids[..., None]).squeeze(-1)
     return -(token_logp * aggregation_weights(mask, "token", batch_tokens, mask.shape[0], None)).sum()
-
-
-def set_lr(learner: Any, lr: float) -> None:
-    """The learning rate of every parameter group of the learner's optimizer."""
-    for group in learner.optimizer.param_groups:
-        group["lr"] = lr
 
 
 def reset_optimizer(learner: Any) -> None:

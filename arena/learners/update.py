@@ -59,7 +59,7 @@ from arena.learners.losses import (
     phase_aggregation_weights, reinforce_detached,
 )
 from arena.learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
-from arena.learners.progress import Progress, scheduled_lr
+from arena.learners.progress import Progress, scheduled_lr, set_lr
 
 
 def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
@@ -231,8 +231,7 @@ class Learner:
         lr = cfg.lr
         if progress is not None and cfg.lr_schedule != "constant":
             lr = scheduled_lr(cfg.lr, cfg.lr_end, cfg.lr_schedule, progress.fraction)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
+            set_lr(self, lr)
         # Rows with a common prompt prefix travel together; the training, old-logprob, reference and
         # probe passes all run it once per micro-batch (arena/learners/batch.py, prefix.py).
         share, min_saved = cfg.share_prompt_prefix, cfg.share_prefix_min_tokens
