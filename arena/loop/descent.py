@@ -61,15 +61,12 @@ class Descent:
     """The step's samples from the tree (module docstring)."""
 
     def __init__(self, cfg: Any, env: Any, policies: Mapping[str, Any], sampling: Any):
-        check(cfg, env)
+        """``cfg`` has passed :func:`check` (``load_config``'s start-up checks run it)."""
         self.cfg, self.env, self.policies, self.sampling = cfg, env, policies, sampling
 
     def samples(self, step: int) -> tuple[list[Sample], dict[str, float]]:
         """One sample per legal action of every information state, and the step's figures."""
-        import torch
-
-        from arena.loop.checkpoint import rng_state, set_rng_state
-        from arena.loop.exact import policies_action_probs
+        from arena.loop.exact import current_policy
         from arena.policies.base import Request
         from arena.policies.choices import action_ids
 
@@ -77,14 +74,9 @@ class Descent:
         trainable = self.cfg.trainable
         phase = self.env.phases[0] if self.env.phases else ""
         policy = self.policies[trainable]
-        saved = rng_state()
-        try:
-            with torch.no_grad():
-                probs = policies_action_probs(self.policies, lambda seat: trainable, self.sampling, phase)
-                queries, advantages, metrics = self.env.descent_targets(probs, self.cfg.train.descent_weighting,
-                                                                      self.cfg.train.descent_bound)
-        finally:
-            set_rng_state(saved)
+        with current_policy(self.cfg, self.env, self.policies, self.sampling) as probs:
+            queries, advantages, metrics = self.env.descent_targets(probs, self.cfg.train.descent_weighting,
+                                                                  self.cfg.train.descent_bound)
         samples = []
         for q, adv in zip(queries, advantages, strict=True):
             prompt = policy.encode(Request(messages=q.messages, params=self.sampling(trainable, phase), seat=q.seat))

@@ -23,7 +23,8 @@ For a query (a seat's prompt and the texts of its legal actions ``a_1..a_k``):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from arena.core.errors import ConfigError
@@ -126,6 +127,26 @@ def policies_action_probs(
 ) -> SeatActionProbs:
     """A :class:`SeatActionProbs` over the run's policies: each query goes to its seat's policy."""
     return SeatActionProbs(policies, policy_for, sampling, phase)
+
+
+@contextmanager
+def current_policy(cfg: Any, env: Any, policies: Mapping[str, Any], sampling: Any) -> Iterator[SeatActionProbs]:
+    """The first trainable policy at every seat, at its sampling settings for ``env``'s first phase, as
+    ``ActionProbs`` for use inside the block (what ``scripted:br:current`` answers and ``train.exact_descent``
+    descends): no gradient, and the global RNGs saved and restored around it, so the step's games and
+    updates are what they would be without the scoring."""
+    import torch
+
+    from arena.loop.checkpoint import rng_state, set_rng_state
+
+    trainable = cfg.trainable
+    phase = env.phases[0] if env.phases else ""
+    saved = rng_state()
+    try:
+        with torch.no_grad():
+            yield policies_action_probs(policies, lambda seat: trainable, sampling, phase)
+    finally:
+        set_rng_state(saved)
 
 
 class Remembered:

@@ -49,21 +49,11 @@ class Responders:
         """Recompute the follower's table when due; ``time/respond_s`` (0 when not due)."""
         if not self.due(step):
             return {"time/respond_s": 0.0}
-        import torch
-
-        from arena.loop.checkpoint import rng_state, set_rng_state
-        from arena.loop.exact import policies_action_probs
+        from arena.loop.exact import current_policy
 
         t0 = time.perf_counter()
-        trainable = self.cfg.trainable
-        phase = self.env.phases[0] if self.env.phases else ""
-        saved = rng_state()
-        try:
-            with torch.no_grad():
-                probs = policies_action_probs(self.policies, lambda seat: trainable, self.sampling, phase)
-                self.follower.follow(self.env, probs)
-        finally:
-            set_rng_state(saved)
+        with current_policy(self.cfg, self.env, self.policies, self.sampling) as probs:
+            self.follower.follow(self.env, probs)
         self.fresh = True
         return {"time/respond_s": time.perf_counter() - t0}
 
