@@ -87,7 +87,62 @@ def report(out: Path) -> None:
         print(f"| {name} | " + " | ".join(f"{c[s]:.4f}" if s in c else "" for s in steps) + f" | {delta} | "
               + (f"{played[max(played)]:.4f}" if played else "n/a") + " | "
               + (f"{invalid:.2f}" if invalid is not None else "n/a") + f" | {wall} |")
+    compare(out)
     plot([out], out / "exploitability.png")
+
+
+def final(run: Path) -> dict[str, float] | None:
+    """A finished run's end: scored and played exploitability (the played one by the exact-text formula;
+    score mode logs none, its scored policy is the played one) and the last step's invalid-turn rate."""
+    scored = curve(run, fill=False)
+    if not scored:
+        return None
+    played = curve(run, PLAYED, fill=False)
+    invalid = last_value(run, "game/invalid_turn_rate")
+    end = max(scored)
+    return {"scored": scored[end], "played": played.get(end, scored[end]), "invalid": invalid or 0.0}
+
+
+def collapsed(end: dict[str, float]) -> bool:
+    """Issue #34's collapse: exploitability >= 0.9 or invalid replies >= 0.9 at the end."""
+    return end["scored"] >= 0.9 or end["invalid"] >= 0.9
+
+
+def compare(out: Path) -> None:
+    """Per arm: the mean final exploitability (scored and played), the collapse rate; between each pair of
+    arms, the difference of means over the seeds both ran, with a paired 95% bootstrap interval (each
+    seed's difference resampled) and the unpaired one (each arm's seeds resampled on their own)."""
+    from arena.stats.heldout import bootstrap, bootstrap_difference
+
+    ends: dict[str, dict[int, dict[str, float]]] = {}
+    for run in sorted(p for p in out.iterdir() if p.is_dir() and "_seed" in p.name):
+        arm, seed = run.name.rsplit("_seed", 1)
+        end = final(run)
+        if end is not None and seed.isdigit():
+            ends.setdefault(arm, {})[int(seed)] = end
+    if not ends:
+        return
+    print("\n| arm | seeds | scored, final [95%] | played, final [95%] | collapsed (scored >= 0.9 or invalid >= 0.9) |")
+    print("|---|---|---|---|---|")
+    for arm, by_seed in ends.items():
+        cells = []
+        for key in ("scored", "played"):
+            m, lo, hi = bootstrap([e[key] for e in by_seed.values()], resamples=10000)
+            cells.append(f"{m:.4f} [{lo:.4f}, {hi:.4f}]")
+        bad = sum(collapsed(e) for e in by_seed.values())
+        print(f"| {arm} | {len(by_seed)} | {cells[0]} | {cells[1]} | {bad}/{len(by_seed)} = {bad / len(by_seed):.2f} |")
+    arms = list(ends)
+    for i, a in enumerate(arms):
+        for b in arms[i + 1:]:
+            seeds = sorted(set(ends[a]) & set(ends[b]))
+            if len(seeds) < 2:
+                continue
+            for key in ("scored", "played"):
+                xa, xb = [ends[a][s][key] for s in seeds], [ends[b][s][key] for s in seeds]
+                d, lo, hi = bootstrap_difference(xa, xb)
+                _, ulo, uhi = bootstrap_difference(xa, xb, paired=False)
+                print(f"{a} - {b}, {key} exploitability at the end, {len(seeds)} seeds: {d:+.4f}, paired 95% "
+                      f"[{lo:+.4f}, {hi:+.4f}], unpaired [{ulo:+.4f}, {uhi:+.4f}]")
 
 
 #: Horizontal reference lines of the plot: exploitability of Kuhn poker policies.

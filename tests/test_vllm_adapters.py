@@ -283,3 +283,37 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert "league/rating" in rows[-1] and rows[-1]["league/rated_games"] > 0
     assert all(r["sync/canary_gap"] <= FLOAT32_MAX_GAP for r in rows if "sync/canary_gap" in r)
+
+
+def test_a_tournament_serves_adapter_checkpoints_and_their_base_on_one_engine(base: Path, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``arena.tournament`` on the vLLM backend with two adapter checkpoints and their base model: one engine
+    starts (two LoRA slots), every tick is one generate call, and the adapters' games differ from the base's."""
+    from arena.policies.vllm import VLLMEngine
+    from arena.rank.tournament import main
+
+    torch.set_num_threads(1)
+    a, b = random_adapter(base, tmp_path / "a", seed=1), random_adapter(base, tmp_path / "b", seed=2)
+    engines: list[VLLMEngine] = []
+    real_init = VLLMEngine.__init__
+    monkeypatch.setattr(VLLMEngine, "__init__", lambda self, *x, **kw: (engines.append(self), real_init(self, *x, **kw))[1])
+    real_generate = VLLMEngine.generate
+    served: list[set[str]] = []
+
+    def generate(self, batches):  # which policies each one-call tick carried
+        served.append({policy.name for policy, requests in batches if requests})
+        return real_generate(self, batches)
+
+    monkeypatch.setattr(VLLMEngine, "generate", generate)
+    out = tmp_path / "t.json"
+    sets = ["policies.learner.backend=vllm", "policies.learner.dtype=float32", "policies.learner.max_model_len=512",
+            "policies.learner.kv_cache_gb=0.125", "policies.learner.sampling.max_new_tokens=4", "runner.progress=false"]
+    argv = ["games/openspiel/kuhn.yaml", "--players", f"a={a}", f"b={b}", f"base={base}", "--games", "6", "--json", str(out), "--bootstrap", "10"]
+    for item in sets:
+        argv += ["--set", item]
+    assert main(argv) == 0
+    assert len(engines) == 1 and engines[0].max_loras == 2 and engines[0].lora_rank is not None
+    assert engines[0].generate_calls == len(served) >= 2
+    assert any(len(names) >= 2 for names in served), served  # several players' turns in one call
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 6 and {p for r in results for p in r["seating"].values()} == {"a", "b", "base"}

@@ -60,11 +60,13 @@ def used_policies(cfg: ArenaConfig, seats: Iterable[str] = ()) -> list[str]:
 
 def build_policies(
     cfg: ArenaConfig, names: Iterable[str] | None = None, store: ModelStore | None = None,
-    share: Mapping[str, str] | None = None, **hf_kwargs: Any
+    share: Mapping[str, str] | None = None, played_only: bool = False, **hf_kwargs: Any
 ) -> dict[str, Policy]:
     """Policies by name for ``names`` (default: those the config uses). ``share``: trainable policy -> the
     name of its group of LoRA policies over one base (:func:`arena.loop.assemble.shared_bases`); a group's
-    hf policies all run on the model its first built one loads."""
+    hf policies all run on the model its first built one loads. Frozen vLLM policies over one base, some of
+    them adapters, share one engine (:func:`frozen_adapter_engines`); ``played_only`` (evaluation: nothing
+    trains) counts every policy as frozen."""
     names = list(names) if names is not None else used_policies(cfg)
     store = store or ModelStore()
     specs = {}
@@ -81,6 +83,7 @@ def build_policies(
         set_vllm_cpu_bind(overlapped=bool(cfg.train.async_ and cfg.train.async_.max_staleness))
     share = share or {}
     bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
+    engines = frozen_adapter_engines({n: s for n, s in specs.items() if n not in share}, played_only)
     policies: dict[str, Policy] = {}
     for name, spec in specs.items():  # bots first: a typo fails before any model loads
         if isinstance(spec, ScriptedSpec):
@@ -103,10 +106,51 @@ def build_policies(
             # A LoRA learner hands a vLLM generator its adapter alone: the engine must reserve the rank.
             lora = cfg.learner.lora.r if cfg.learner.lora is not None and spec.trainable else None
             base = bases.get(share[name]) if name in share else None
+            if name in engines:
+                from arena.policies.vllm import VLLMPolicy
+
+                policies[name] = VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
+                                            engine=engines[name])
+                continue
             policies[name] = make_model_policy(spec, name, store, lora_rank=lora, base=base, **hf_kwargs)
             if name in share:
                 bases.setdefault(share[name], policies[name])
     return policies
+
+
+def frozen_adapter_engines(specs: Mapping[str, Any], played_only: bool = False) -> dict[str, Any]:
+    """One vLLM engine for the frozen vLLM policies over one base when any of them is a LoRA adapter (an
+    adapter checkpoint: a tournament's or ``arena.eval``'s players): policy -> its engine. ``played_only``:
+    trainable policies count too (nothing trains).
+    Policies group by (base model, dtype); a group needs two members or more, one an adapter. The engine
+    takes the group's first member's settings, the largest context and KV cache, LoRA of the largest
+    adapter rank and a slot per adapter; each policy then serves its own adapter (or the base) on it, and
+    the runner asks them in one generate call a tick (arena/policies/vllm.py)."""
+    from arena.core.models import resolve_model
+    from arena.policies.vllm import adapter_info
+
+    groups: dict[tuple[str, str], list[tuple[str, ModelPolicySpec, tuple[str, int] | None]]] = {}
+    for name, spec in specs.items():
+        if isinstance(spec, ModelPolicySpec) and spec.backend == "vllm" and (played_only or not spec.trainable):
+            fixed = adapter_info(resolve_model(spec.model))
+            base = resolve_model(fixed[0]) if fixed is not None else resolve_model(spec.model)
+            groups.setdefault((base, spec.resolved_dtype), []).append((name, spec, fixed))
+    out: dict[str, Any] = {}
+    for (base, dtype), members in groups.items():
+        ranks = [fixed[1] for _, _, fixed in members if fixed is not None]
+        if len(members) < 2 or not ranks:
+            continue
+        from arena.policies.vllm import VLLMEngine
+
+        first = members[0][1]
+        engine = VLLMEngine(
+            base, dtype=dtype, max_model_len=max(s.max_model_len or 2048 for _, s, _ in members),
+            gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
+            enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for _, s, _ in members),
+            lora_rank=max(ranks), max_loras=len(ranks),
+        )
+        out |= {name: engine for name, _, _ in members}
+    return out
 
 
 def scripted_policy(cfg: ArenaConfig, spec: ScriptedSpec, name: str, field: str) -> Policy:

@@ -133,7 +133,7 @@ def play_held_out(cfg: Any, seeds: Sequence[int]) -> list[Episode]:
     """The config's seats on the given seeds, through the batched runner."""
     from arena.loop.build import build_policies, build_runner
 
-    policies = build_policies(cfg, names=dict.fromkeys(cfg.seat_table().values()))
+    policies = build_policies(cfg, names=dict.fromkeys(cfg.seat_table().values()), played_only=True)
     return build_runner(cfg, policies, state=cfg.game.make_env().make_state()).play(seeds)
 
 

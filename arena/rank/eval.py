@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from arena.loop.build import build_policies, build_runner
 
     names = dict.fromkeys(cfg.seat_table().values())
-    policies = build_policies(cfg, names=names)
+    policies = build_policies(cfg, names=names, played_only=True)
     runner = build_runner(cfg, policies, state=cfg.game.make_env().make_state())
     seeds = held_out_seeds(args.seed, args.games)
     episodes = runner.play(seeds)

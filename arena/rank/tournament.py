@@ -345,7 +345,7 @@ def play(cfg: ArenaConfig, players: Mapping[str, Any], todo: Sequence[Table], se
     from arena.loop.build import build_policies, build_runner
 
     pcfg = player_config(cfg, players)
-    policies = build_policies(pcfg, names=list(players))
+    policies = build_policies(pcfg, names=list(players), played_only=True)
     runner = build_runner(pcfg, policies, state=cfg.game.make_env().make_state(), progress=False)
     chunk = max(1, 4 * len(runner.envs))
     bar = tqdm(total=len(todo) + len(done), initial=len(done), desc="tournament", unit="game", disable=not cfg.runner.progress)
@@ -389,7 +389,7 @@ def exact_policies(cfg: ArenaConfig, players: Mapping[str, Any]) -> tuple[Any, l
     except TooLarge as e:
         raise ConfigError(f"--exact: {' '.join(str(e).split())}") from None
     pcfg = player_config(cfg, players)
-    policies = build_policies(pcfg, names=list(players))
+    policies = build_policies(pcfg, names=list(players), played_only=True)
     sampling = sampling_table(pcfg)
     phase = cfg.game.cls.phases[0] if cfg.game.cls.phases else ""
     tables = []

@@ -48,6 +48,26 @@ def bootstrap(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> 
     return float(data.mean()), float(low), float(high)
 
 
+def bootstrap_difference(a: Sequence[float], b: Sequence[float], paired: bool = True, resamples: int = 10000,
+                         seed: int = 0) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high): a 95% percentile-bootstrap interval of the difference of means.
+
+    ``paired``: ``a[i]`` and ``b[i]`` share a unit (a training seed run under two methods), so the
+    per-unit differences ``a[i] - b[i]`` are resampled together. Otherwise each sample is resampled on
+    its own: ``mean(a*) - mean(b*)`` with ``a*`` drawn from ``a`` and ``b*`` from ``b``.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if paired:
+        if x.shape != y.shape:
+            raise ValueError(f"paired samples differ in size: {len(x)} and {len(y)}")
+        return bootstrap(x - y, resamples=resamples, seed=seed)
+    rng = np.random.default_rng(seed)
+    dx = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    dy = y[rng.integers(0, len(y), size=(resamples, len(y)))].mean(axis=1)
+    low, high = np.percentile(dx - dy, [2.5, 97.5])
+    return float(x.mean() - y.mean()), float(low), float(high)
+
+
 def summarise(episodes: Sequence[Episode], seed: int = 0) -> dict[str, dict[str, float]]:
     """metric -> {mean, low, high, n} over the games that report it."""
     rows = [per_episode(ep) for ep in episodes]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arena.stats.heldout import bootstrap, held_out_seeds
+from arena.stats.heldout import bootstrap, bootstrap_difference, held_out_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +27,23 @@ def test_bootstrap_interval_holds_the_mean_and_shrinks_with_more_games() -> None
         assert low <= mean <= high
     assert large[2] - large[1] < (small[2] - small[1]) / 4
     assert bootstrap([1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0)
+
+
+def test_bootstrap_difference_paired_and_unpaired_against_a_reference_loop() -> None:
+    a, b = [0.3, 0.4, 0.9, 0.35], [0.33, 0.5, 1.0, 0.3]
+    # A constant per-seed shift is known exactly when paired; unpaired, the spread of each arm widens it.
+    assert bootstrap_difference([1.0, 2.0, 5.0], [0.5, 1.5, 4.5]) == (0.5, 0.5, 0.5)
+    unpaired = bootstrap_difference([1.0, 2.0, 5.0], [0.5, 1.5, 4.5], paired=False)
+    assert abs(unpaired[0] - 0.5) < 1e-12 and unpaired[1] < 0 < 1 < unpaired[2]
+    # The reference: the same seeded draws, a's block of resamples then b's.
+    _, low, high = bootstrap_difference(a, b, paired=False, resamples=500, seed=3)
+    rng = np.random.default_rng(3)
+    i, j = rng.integers(0, 4, size=(500, 4)), rng.integers(0, 4, size=(500, 4))
+    ref = np.percentile(np.take(a, i).mean(axis=1) - np.take(b, j).mean(axis=1), [2.5, 97.5])
+    assert np.allclose((low, high), ref, rtol=0, atol=1e-12)
+    d = np.subtract(a, b)
+    assert bootstrap_difference(a, b, resamples=500, seed=3) == bootstrap(d, resamples=500, seed=3)
+    assert abs(bootstrap_difference(a, b, seed=1)[0] - (np.mean(a) - np.mean(b))) < 1e-12
 
 
 def test_eval_cli_on_bots(tmp_path: Path) -> None:
