@@ -288,7 +288,8 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
 def test_a_tournament_serves_adapter_checkpoints_and_their_base_on_one_engine(base: Path, tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """``arena.tournament`` on the vLLM backend with two adapter checkpoints and their base model: one engine
-    starts (two LoRA slots), every tick is one generate call, and the adapters' games differ from the base's."""
+    starts (two LoRA slots, where each player had its own engine before), every tick is one generate call, and
+    calls carry several players' turns."""
     from arena.policies.vllm import VLLMEngine
     from arena.rank.tournament import main
 
