@@ -50,7 +50,7 @@ from arena.policies.base import (
 )
 from arena.core.models import DEFAULT_MODEL, load_causal_lm
 from arena.policies.choices import action_ids, choose
-from arena.policies.hf_prefix import dedupe, expand
+from arena.policies.hf_prefix import dedupe, expand, prefill, shared_len
 
 
 def batch_seed(seeds: Sequence[int | None]) -> int:
@@ -124,6 +124,7 @@ class HFPolicy:
         self.per_request_rng = per_request_rng
         self.prefix_sharing = prefix_sharing
         self.prefill_rows_saved = 0  # rows whose prompt was not prefilled again (prefix sharing)
+        self.prefill_tokens_shared = 0  # scored prompts' common-prefix tokens not run again (score_rows)
         # A shared base's adapters: makes this policy's adapter the active one (None: the model as it is).
         self.adapter: Callable[[], None] | None = None
 
@@ -337,11 +338,12 @@ class HFPolicy:
     def score_rows(
         self, prompts: list[list[int]], completions: list[list[int]], params: SamplingParams
     ) -> list[list[float]]:
-        """``[score(p, c, params) for p, c in zip(prompts, completions)]`` in two forward passes, equal to it up
-        to float32 rounding of the batched shapes.
+        """``[score(p, c, params) for p, c in zip(prompts, completions)]`` in two forward passes (three when the
+        prompts share a prefix), equal to it up to float32 rounding of the batched shapes.
 
         The distinct prompts are prefilled once (left padded, KV cache, logits only at the last position:
-        the first completion token's), the cache copied to the rows, then every row's completion runs on
+        the first completion token's; their common prefix run once, :func:`arena.policies.hf_prefix.prefill`,
+        with ``prefix_sharing``), the cache copied to the rows, then every row's completion runs on
         it (right padded, positions ``len(prompt) + t``), its logits kept at its own tokens only: ``(rows,
         max completion, vocab)``, never the prompts'. Row ``r``'s token ``t`` is scored by the logits
         before it: ``log pi_T(c_t | p, c_<t) = sampling_logprobs(logits_{t-1})[c_t]``.
@@ -365,8 +367,9 @@ class HFPolicy:
         cache = DynamicCache()
         self._set_attention(self.prefill_attention)
         try:
-            first = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                               past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+            shared = shared_len(distinct) if self.prefix_sharing else 0
+            first, mask = prefill(self.model, input_ids, mask, positions, cache, shared)
+            self.prefill_tokens_shared += shared * (len(distinct) - 1)
             first, mask, last = expand(cache, index, first, mask, positions[:, -1])
             span = max(len(c) for c in completions)
             comp = torch.zeros((len(completions), span), dtype=torch.long)

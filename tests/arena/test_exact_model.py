@@ -98,4 +98,6 @@ def test_tiny_model_seat_probs_use_the_seats_sampling_temperature(tiny_policy) -
     probs = policies_action_probs({"learner": tiny_policy}, lambda seat: "learner",
                                   lambda name, phase: SamplingParams(temperature=0.7), "move")(queries)
     for q, got in zip(queries, probs, strict=True):
-        assert got == pytest.approx(reference_probs(tiny_policy, q, 0.7), rel=1e-5, abs=1e-7)
+        # rel 3e-5: the scorer runs the rules prefix apart (hf_prefix.prefill), which rounds these peaked
+        # logits' last float32 bits differently (3.8e-6 nats measured; identical in float64).
+        assert got == pytest.approx(reference_probs(tiny_policy, q, 0.7), rel=3e-5, abs=1e-7)

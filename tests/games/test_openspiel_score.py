@@ -177,26 +177,35 @@ def forwards_of(policy, call):
                                     SamplingParams(temperature=T, top_p=0.5)], ids=["T2", "greedy", "T1", "top_p"])
 def test_score_rows_is_score_row_by_row(tiny, params) -> None:
     """HFPolicy.score_rows (the batched scoring of choices) equals HFPolicy.score of each row, to 1e-5, at every
-    sampling transform (top_p's -inf included): prompts of different lengths (padding), one prompt repeated
-    (prefilled once), completions of 1 to 5 tokens (padding, and a completion scored by the prefill alone)."""
+    sampling transform (top_p's -inf included), with the prompts' common prefix run once and without:
+    prompts of different lengths (padding), one prompt repeated (prefilled once), completions of 1 to 5 tokens (padding, and a completion scored by the prefill alone)."""
     queries = list(kuhn_queries().values())
     prompts = [tiny.encode(Request(messages=q.messages, params=params)) for q in queries[:3]]
     prompts[2] = prompts[2][:-17]  # a shorter prompt: the others are left padded
     completions = [action_ids(tiny.tokenizer, t) for t in ("Pass", "Bet", "I bet, surely", "")]
     rows = [(p, c) for p in prompts for c in completions] + [(prompts[0], completions[1])]
     assert min(len(c) for c in completions) == 1 and len({len(c) for c in completions}) >= 3
+    shared = tiny.prefill_tokens_shared
     got, forwards = forwards_of(tiny, lambda: tiny.score_rows([p for p, _ in rows], [c for _, c in rows], params))
+    assert forwards == 3  # the rules prefix once, the rest of each prompt, then every completion on the cache
+    assert tiny.prefill_tokens_shared - shared >= 2 * 100  # the rules, run once for three prompts
+    tiny.prefix_sharing = False
+    try:
+        plain, forwards = forwards_of(tiny, lambda: tiny.score_rows([p for p, _ in rows], [c for _, c in rows], params))
+    finally:
+        tiny.prefix_sharing = True
     assert forwards == 2  # prefill, then every completion on its cache
-    for (prompt, comp), scores in zip(rows, got, strict=True):
-        torch.testing.assert_close(torch.tensor(scores), torch.tensor(tiny.score(prompt, comp, params)),
-                                   rtol=1e-5, atol=1e-5)
+    for (prompt, comp), scores, unshared in zip(rows, got, plain, strict=True):
+        alone = torch.tensor(tiny.score(prompt, comp, params))
+        torch.testing.assert_close(torch.tensor(scores), alone, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(unshared), alone, rtol=1e-5, atol=1e-5)
     if params.top_p < 1:
         assert any(s == float("-inf") for row in got for s in row)  # the nucleus cut is exercised
 
 
 def test_choices_of_a_generate_call_are_scored_in_batches(tiny) -> None:
-    """16 requests of 2 choices: one batch of two forwards at the default limits; at max_batch_size 5 (two
-    requests' choices a batch) eight batches; the same draws and, to 1e-5, the same logprobs either way, which
+    """16 requests of 2 choices: one batch of three forwards at the default limits (the shared rules run once);
+    at max_batch_size 5 (two requests' choices a batch) eight batches; the same draws and, to 1e-5, the same logprobs either way, which
     equal the choices scored one row at a time (as_scored)."""
     from arena.policies.hf import HFPolicy
 
@@ -204,10 +213,10 @@ def test_choices_of_a_generate_call_are_scored_in_batches(tiny) -> None:
     requests = [Request(messages=queries[k % len(queries)].messages, params=PARAMS, seed=k,
                         choices=list(queries[k % len(queries)].actions)) for k in range(16)]
     batched, forwards = forwards_of(tiny, lambda: tiny.generate(requests))
-    assert forwards == 2
+    assert forwards == 3  # the rules prefix, the rest of the prompts, the choices
     small = HFPolicy(tiny.model, tiny.tokenizer, max_batch_size=5)
     split, forwards = forwards_of(small, lambda: small.generate(requests))
-    assert forwards == 16
+    assert forwards == 8 * 3
     for req, a, b in zip(requests, batched, split, strict=True):
         assert a.text == b.text and a.completion_ids == b.completion_ids and a.alternatives == b.alternatives
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=1e-5, atol=1e-5)
