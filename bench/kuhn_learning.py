@@ -3,6 +3,7 @@
     .venv/bin/python bench/kuhn_learning.py                         # 3 seeds x (RAE, GRPO), 8 steps each
     .venv/bin/python bench/kuhn_learning.py --seeds 0 1 --steps 12 --parallel 1 --set learner.lr=1e-4
     .venv/bin/python bench/kuhn_learning.py --report runs/kuhn_bench  # the table and plot of finished runs
+    .venv/bin/python bench/kuhn_learning.py --report runs/kuhn_bench --played 20  # first sample the played policies
 
 Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE), ``kuhn.grpo.yaml`` (GRPO),
 ``kuhn.players.yaml`` (RAE, one trainable policy per player), ``kuhn.score.yaml`` (RAE, moves drawn
@@ -11,7 +12,10 @@ exact best response) or ``kuhn.ed.yaml`` (exploitability descent over the whole 
 teacher-forced action probabilities at the sampling temperature, OpenSpiel's exact best
 response) runs at step 0 (the base model), every ``--every`` steps and at the end. Prints a
 markdown table (exploitability per step, final minus base, the played policy's exploitability by
-the exact-text formula, the last step's invalid-turn rate) and writes ``exploitability.png``.
+the exact-text formula, the last step's invalid-turn rate), the per-seed ends (the played policy
+sampled where ``--played N`` ran), each arm's mean with a bootstrap interval over seeds and its
+collapse rate (exploitability >= 0.9 or invalid replies >= 0.9 at the end), the difference of
+means between arms with paired and unpaired bootstrap intervals, and writes ``exploitability.png``.
 """
 
 from __future__ import annotations
@@ -91,16 +95,54 @@ def report(out: Path) -> None:
     plot([out], out / "exploitability.png")
 
 
+def played_sampled(out: Path, n: int, parallel: int, threads: int) -> None:
+    """``arena.eval exploitability --sample n`` on each finished free-generation run's last checkpoint, into
+    ``<run>/played.json``: the played policy estimated from ``n`` sampled replies per information state,
+    parsed by the game (the exact-text formula counts only the exact action names as legal replies, while the
+    parser also takes "I bet", so it overstates a free-generation policy's invalid share). Score-mode and
+    descent runs play their scored policy: nothing to sample."""
+    import os
+
+    todo = []
+    for run in sorted(p for p in out.iterdir() if p.is_dir() and "_seed" in p.name):
+        arm = next((a for a in ARMS if a.lower() == run.name.rsplit("_seed", 1)[0]), None)
+        steps = sorted((run / "checkpoints").glob("step_*")) if (run / "checkpoints").is_dir() else []
+        if arm in (None, "score", "br", "ed") or not steps or (run / "played.json").exists():
+            continue
+        sets = [f"policies.learner.model={steps[-1]}"]
+        if arm == "players":  # the first policy is the checkpoint's model/, the other under policies/<name>/
+            sets = [f"policies.p0.model={steps[-1]}", f"policies.p1.model={steps[-1]}/policies/p1/model"]
+        argv = [sys.executable, "-m", "arena.eval", "exploitability", ARMS[arm], "--sample", str(n),
+                "--json", str(run / "played.json")]
+        for item in sets:
+            argv += ["--set", item]
+        todo.append((run, argv))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+
+    def one(job: tuple[Path, list[str]]) -> None:
+        with (job[0].parent / f"{job[0].name}.played.log").open("w") as log:
+            subprocess.run(job[1], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(one, todo))
+
+
 def final(run: Path) -> dict[str, float] | None:
-    """A finished run's end: scored and played exploitability (the played one by the exact-text formula;
-    score mode logs none, its scored policy is the played one) and the last step's invalid-turn rate."""
+    """A finished run's end: scored exploitability, played exploitability and invalid share. The played
+    numbers are the sampled estimate of ``played.json`` (:func:`played_sampled`) where it exists, else the
+    exact-text formula and the last training step's invalid-turn rate; score mode logs no played number,
+    its scored policy is the played one."""
     scored = curve(run, fill=False)
     if not scored:
         return None
+    end = max(scored)
+    if (run / "played.json").exists():
+        values = json.loads((run / "played.json").read_text())["values"]
+        return {"scored": scored[end], "played": values["exploitability_played_sampled"],
+                "invalid": values["invalid_share_sampled"], "sampled": 1.0}
     played = curve(run, PLAYED, fill=False)
     invalid = last_value(run, "game/invalid_turn_rate")
-    end = max(scored)
-    return {"scored": scored[end], "played": played.get(end, scored[end]), "invalid": invalid or 0.0}
+    return {"scored": scored[end], "played": played.get(end, scored[end]), "invalid": invalid or 0.0, "sampled": 0.0}
 
 
 def collapsed(end: dict[str, float]) -> bool:
@@ -122,6 +164,12 @@ def compare(out: Path) -> None:
             ends.setdefault(arm, {})[int(seed)] = end
     if not ends:
         return
+    print("\n| run | scored, final | played, final | invalid share | collapsed |")
+    print("|---|---|---|---|---|")
+    for arm, by_seed in ends.items():
+        for seed, e in sorted(by_seed.items()):
+            print(f"| {arm} seed {seed} | {e['scored']:.4f} | {e['played']:.4f}{'' if e['sampled'] else ' (exact-text)'} "
+                  f"| {e['invalid']:.2f} | {'yes' if collapsed(e) else 'no'} |")
     print("\n| arm | seeds | scored, final [95%] | played, final [95%] | collapsed (scored >= 0.9 or invalid >= 0.9) |")
     print("|---|---|---|---|---|")
     for arm, by_seed in ends.items():
@@ -198,26 +246,38 @@ def main() -> None:
     p.add_argument("--plot", type=Path, nargs="+", default=None, metavar="FOLDER",
                    help="only plot these folders' runs together (one colour per folder and arm) into --png")
     p.add_argument("--png", type=Path, default=Path("exploitability.png"), help="where --plot writes")
+    p.add_argument("--played", type=int, default=0, metavar="N", help="then sample the played policy of each "
+                   "free-generation run's last checkpoint, N replies per information state (arena.eval "
+                   "exploitability --sample N); with --report, for the folder's runs that lack it")
     args = p.parse_args()
     if args.report is not None:
+        if args.played:
+            played_sampled(args.report, args.played, args.parallel, *worker_threads(args.parallel))
         report(args.report)
         return
     if args.plot is not None:
         plot(args.plot, args.png)
         return
     args.out.mkdir(parents=True, exist_ok=True)
+    threads, = worker_threads(args.parallel)
+    jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
+    with ThreadPoolExecutor(args.parallel) as pool:
+        list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))
+    if args.played:
+        played_sampled(args.out, args.played, args.parallel, threads)
+    report(args.out)
+
+
+def worker_threads(parallel: int) -> tuple[int]:
+    """Each of the ``parallel`` processes' share of the cores (a user's OMP_NUM_THREADS wins); every process is
+    started with OMP_NUM_THREADS set to it, which arena then honours."""
     import os
 
     from arena.policies.hardware import THREADS_ENV, choose_threads, usable_cores
 
-    # Each of the --parallel runs gets its share of the cores (a user's OMP_NUM_THREADS wins); every
-    # run's process is started with OMP_NUM_THREADS set to it, which arena.train then honours.
-    threads, why = choose_threads(usable_cores(), args.parallel, env=os.environ.get(THREADS_ENV))
-    print(f"threads: torch intra-op {threads} per run ({why}): {args.parallel} parallel runs", flush=True)
-    jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
-    with ThreadPoolExecutor(args.parallel) as pool:
-        list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))
-    report(args.out)
+    threads, why = choose_threads(usable_cores(), parallel, env=os.environ.get(THREADS_ENV))
+    print(f"threads: torch intra-op {threads} per run ({why}): {parallel} parallel runs", flush=True)
+    return (threads,)
 
 
 if __name__ == "__main__":
