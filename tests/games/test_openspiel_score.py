@@ -308,6 +308,15 @@ def test_kuhn_score_yaml_is_kuhn_yaml_in_score_mode() -> None:
     assert score.learner == plain.learner and score.policies == plain.policies
 
 
+def test_leduc_score_yaml_is_leduc_yaml_in_score_mode_at_kuhn_score_settings() -> None:
+    """leduc.score.yaml: Leduc with kuhn.score.yaml's policy and learner (lr 1e-4, float32), in score mode."""
+    from arena.loop.config import load_config
+
+    leduc, kuhn = (load_config(ROOT / f"arena/games/openspiel/{n}.yaml") for n in ("leduc.score", "kuhn.score"))
+    assert leduc.game.settings.action_mode == "score" and leduc.game.settings.game == "leduc_poker"
+    assert leduc.learner == kuhn.learner and leduc.policies == kuhn.policies and leduc.train.steps == kuhn.train.steps
+
+
 @pytest.mark.slow
 def test_kuhn_score_trains_one_step_with_the_builtin_model(tmp_path: Path) -> None:
     """kuhn.score.yaml, 4 games, one step (about 40 s on 2 cores): no invalid turn, every turn a sample, the
