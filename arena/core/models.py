@@ -196,7 +196,8 @@ def local_model(name: str) -> str:
         )
     if _HUB_ID.fullmatch(name) and not path.parent.is_dir():
         return name  # org/name, dots allowed ("Qwen/Qwen2.5-7B-Instruct"), and no local folder "org" to mean
-    if path.suffix or name.startswith((".", "/", "~")) or (len(path.parts) > 1 and path.parent.is_dir()):
+    if (path.suffix or name.startswith((".", "/", "~")) or (len(path.parts) > 1 and path.parent.is_dir())
+            or len(path.parts) > 2):  # a hub id is org/name: more parts is a folder that is not there
         raise FileNotFoundError(f"model {name!r}: no such folder, and not a built-in ({', '.join(BUILTIN_MODELS)})")
     return name  # a hub id, e.g. "HuggingFaceTB/SmolLM2-135M-Instruct"
 

@@ -106,6 +106,14 @@ def test_a_missing_folder_under_an_existing_one_is_not_taken_for_a_hub_id(tmp_pa
         resolve_model("runs/no_such_run")
 
 
+def test_a_missing_checkpoint_path_of_three_parts_is_not_taken_for_a_hub_id(tmp_path: Path, monkeypatch) -> None:
+    """A hub id is org/name; runs/x/checkpoints/step_000008 with no runs/ folder is a folder that is not there."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        resolve_model("runs/x/checkpoints/step_000008")
+    assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
 def test_run_folder_without_a_complete_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "checkpoints" / ".tmp-step_000001" / "model").mkdir(parents=True)
