@@ -78,6 +78,15 @@ def pack(
     return groups + mixed
 
 
+def choice_budget(samples: Sequence[Sample], token_budget: int) -> int:
+    """The token budget :func:`pack` gets when samples carry ``alternatives`` (a reply chosen among choices): the
+    learner runs each micro-batch's alternatives beside it, with gradient (``Learner._normalise_choices``), so a
+    sample with ``k`` of them costs ``1 + k`` rows. ``token_budget // (1 + max k)`` keeps a micro-batch and its
+    alternatives within ``token_budget`` together; without alternatives it is ``token_budget``."""
+    most = max((len(s.alternatives) for s in samples), default=0)
+    return max(1, token_budget // (1 + most))
+
+
 def collate(
     samples: Sequence[Sample], index: list[int], pad_id: int, device: torch.device, min_saved: int = MIN_SAVED
 ) -> MicroBatch:

@@ -51,7 +51,7 @@ import torch
 
 from arena.core.distributed import SINGLE, Dist, max_value, sum_grads, sum_tensor, sum_values
 from arena.core.types import Sample
-from arena.learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
+from arena.learners.batch import MicroBatch, choice_budget, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
 from arena.learners.config import LearnerConfig, ObjectiveConfig
 from arena.learners.lora import apply_lora, is_lora
 from arena.learners.losses import (
@@ -234,12 +234,14 @@ class Learner:
             set_lr(self, lr)
         # Rows with a common prompt prefix travel together; the training, old-logprob, reference and
         # probe passes all run it once per micro-batch (arena/learners/batch.py, prefix.py).
+        # A chosen reply's alternatives run beside its micro-batch: the budget counts them (choice_budget).
         share, min_saved = cfg.share_prompt_prefix, cfg.share_prefix_min_tokens
+        budget = choice_budget(samples, cfg.token_budget)
         if local is None:
-            groups = pack(samples, cfg.token_budget, share, min_saved)
+            groups = pack(samples, budget, share, min_saved)
         else:
             mine = [samples[i] for i in local]
-            groups = [[local[i] for i in g] for g in pack(mine, cfg.token_budget, share, min_saved)]
+            groups = [[local[i] for i in g] for g in pack(mine, budget, share, min_saved)]
         micro = [collate(samples, g, self.pad_id, self.device, min_saved) for g in groups]
         n_tokens = float(sum(len(s.completion_ids) for s in samples))
         n_seqs = len(samples)

@@ -12,6 +12,7 @@ import torch
 from tiny_model import flat_grad, seq_log_softmax
 
 from arena.core.types import Sample
+from arena.learners.batch import choice_budget, pack
 from arena.learners.losses import choice_entropy, normalise_choices
 
 T = 0.9
@@ -78,6 +79,23 @@ def reference_gradient(tiny: Any, batch: list[Sample], entropy: float = 0.0) -> 
         loss = loss - s.advantage * s.weight * log_p / n_tokens
     loss.backward()
     return flat_grad(model)
+
+
+def test_the_token_budget_counts_the_alternatives_run_beside_a_micro_batch() -> None:
+    """A sample with k alternatives costs 1 + k rows: each micro-batch, alternatives included, stays in budget."""
+    def sample(p: int, k: int) -> Sample:
+        return Sample(prompt_ids=list(range(p)), completion_ids=[1, 2], advantage=1.0, phase="move",
+                      alternatives=[[3]] * k)
+
+    assert choice_budget([sample(10, 0)] * 3, 8192) == 8192
+    assert choice_budget([sample(10, 0), sample(10, 2), sample(10, 1)], 8192) == 8192 // 3
+    assert choice_budget([sample(10, 5)], 4) == 1  # never 0: a row always fits alone
+    batch = [sample(40 + i % 7, i % 3) for i in range(30)]
+    budget = choice_budget(batch, 600)
+    for group in pack(batch, budget):
+        rows = [batch[i] for i in group]
+        width = max(len(r.prompt_ids) for r in rows) + max(len(r.completion_ids) for r in rows)
+        assert len(group) == 1 or width * sum(1 + len(r.alternatives) for r in rows) <= 600
 
 
 @pytest.mark.parametrize("budget", [10_000, 6])  # 6: a sample or two per micro-batch
