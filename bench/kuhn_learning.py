@@ -199,9 +199,11 @@ REFERENCES = {"uniform random": 0.458333, "card-blind floor": 1 / 3, "a2c, 1e7 e
 
 
 def plot(folders: list[Path], path: Path) -> None:
-    """Exploitability of the played policy against step: one thin line per seed, one colour per arm (a
-    folder's runs named ``<arm>_seed<N>``; the arm's label is ``<folder>/<arm>`` when there are several
-    folders), log scale, the tabular references as horizontal lines."""
+    """Exploitability against step: one thin line per seed, one colour per arm (a folder's runs named
+    ``<arm>_seed<N>``; the arm's label is ``<folder>/<arm>`` when there are several folders), log scale, the
+    tabular references as horizontal lines. The lines are the scored policy (score mode and descent: the
+    played one); a cross marks a free-generation run's played policy at its end, sampled (``played.json``).
+    The exact-text formula is not drawn: it counts "I bet" as invalid, so it sits near uniform play."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -211,7 +213,7 @@ def plot(folders: list[Path], path: Path) -> None:
     colours: dict[str, str] = {}
     for folder in folders:
         for run in sorted(p for p in folder.iterdir() if p.is_dir()):
-            c = curve(run, PLAYED) or curve(run)  # the played policy where logged (score mode: the same)
+            c = curve(run)
             if not c:
                 continue
             arm = run.name.rsplit("_seed", 1)[0]
@@ -220,12 +222,15 @@ def plot(folders: list[Path], path: Path) -> None:
             colours.setdefault(label, f"C{len(colours)}")
             ax.plot(sorted(c), [c[s] for s in sorted(c)], lw=1, marker=".", color=colours[label],
                     label=label if first else None)
+            end = final(run)
+            if end is not None and end["sampled"]:
+                ax.plot([max(c)], [end["played"]], marker="x", ms=7, color=colours[label])
     for i, (name, value) in enumerate(REFERENCES.items()):
         ax.axhline(value, color="grey", lw=0.7, ls=[":", "--", "-."][i % 3])
         ax.text(ax.get_xlim()[1], value, f" {name} ({value:.3g})", fontsize=6, va="center", color="grey")
     ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("exploitability, played policy (Kuhn, exact)")
+    ax.set_ylabel("exploitability (Kuhn, exact; x: played, sampled)")
     ax.legend(fontsize=6, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
