@@ -145,9 +145,10 @@ def final(run: Path) -> dict[str, float] | None:
     return {"scored": scored[end], "played": played.get(end, scored[end]), "invalid": invalid or 0.0, "sampled": 0.0}
 
 
-def collapsed(end: dict[str, float]) -> bool:
-    """Issue #34's collapse: exploitability >= 0.9 or invalid replies >= 0.9 at the end."""
-    return end["scored"] >= 0.9 or end["invalid"] >= 0.9
+def collapsed(end: dict[str, float], key: str = "played") -> bool:
+    """Issue #34's collapse: exploitability (``key``: of the played policy, or the scored one) >= 0.9 or
+    invalid replies >= 0.9 at the end."""
+    return end[key] >= 0.9 or end["invalid"] >= 0.9
 
 
 def compare(out: Path) -> None:
@@ -164,21 +165,24 @@ def compare(out: Path) -> None:
             ends.setdefault(arm, {})[int(seed)] = end
     if not ends:
         return
-    print("\n| run | scored, final | played, final | invalid share | collapsed |")
-    print("|---|---|---|---|---|")
+    print("\n| run | scored, final | played, final | invalid share | collapsed (played) | collapsed (scored) |")
+    print("|---|---|---|---|---|---|")
     for arm, by_seed in ends.items():
         for seed, e in sorted(by_seed.items()):
             print(f"| {arm} seed {seed} | {e['scored']:.4f} | {e['played']:.4f}{'' if e['sampled'] else ' (exact-text)'} "
-                  f"| {e['invalid']:.2f} | {'yes' if collapsed(e) else 'no'} |")
-    print("\n| arm | seeds | scored, final [95%] | played, final [95%] | collapsed (scored >= 0.9 or invalid >= 0.9) |")
-    print("|---|---|---|---|---|")
+                  f"| {e['invalid']:.2f} | {'yes' if collapsed(e) else 'no'} | {'yes' if collapsed(e, 'scored') else 'no'} |")
+    print("\n| arm | seeds | scored, final [95%] | played, final [95%] | collapsed: played >= 0.9 or invalid >= 0.9 "
+          "| the same with the scored exploitability |")
+    print("|---|---|---|---|---|---|")
     for arm, by_seed in ends.items():
         cells = []
         for key in ("scored", "played"):
             m, lo, hi = bootstrap([e[key] for e in by_seed.values()], resamples=10000)
             cells.append(f"{m:.4f} [{lo:.4f}, {hi:.4f}]")
         bad = sum(collapsed(e) for e in by_seed.values())
-        print(f"| {arm} | {len(by_seed)} | {cells[0]} | {cells[1]} | {bad}/{len(by_seed)} = {bad / len(by_seed):.2f} |")
+        worse = sum(collapsed(e, "scored") for e in by_seed.values())
+        print(f"| {arm} | {len(by_seed)} | {cells[0]} | {cells[1]} | {bad}/{len(by_seed)} = {bad / len(by_seed):.2f} "
+              f"| {worse}/{len(by_seed)} |")
     arms = list(ends)
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
