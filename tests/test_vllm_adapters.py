@@ -285,36 +285,53 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
     assert all(r["sync/canary_gap"] <= FLOAT32_MAX_GAP for r in rows if "sync/canary_gap" in r)
 
 
-def test_a_tournament_serves_adapter_checkpoints_and_their_base_on_one_engine(base: Path, tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+#: Run in a process of its own (an engine started after this module's engines were torn down finds vLLM's
+#: tensor-parallel group gone): the tournament's CLI with its engines and generate calls counted.
+TOURNAMENT_SPY = """
+import json, sys
+import torch
+from arena.policies.vllm import VLLMEngine
+from arena.rank.tournament import main
+torch.set_num_threads(1)
+engines, served = [], []
+init, generate = VLLMEngine.__init__, VLLMEngine.generate
+def spy_init(self, *a, **kw):
+    engines.append(self)
+    init(self, *a, **kw)
+def spy_generate(self, batches):  # which players each one-call tick carried
+    served.append(sorted(policy.name for policy, requests in batches if requests))
+    return generate(self, batches)
+VLLMEngine.__init__, VLLMEngine.generate = spy_init, spy_generate
+rc = main(sys.argv[1:])
+print("SPY " + json.dumps({"rc": rc, "engines": len(engines), "max_loras": [e.max_loras for e in engines],
+                           "lora_rank": [e.lora_rank for e in engines], "calls": [e.generate_calls for e in engines],
+                           "served": served}))
+"""
+
+
+def test_a_tournament_serves_adapter_checkpoints_and_their_base_on_one_engine(base: Path, tmp_path: Path) -> None:
     """``arena.tournament`` on the vLLM backend with two adapter checkpoints and their base model: one engine
     starts (two LoRA slots, where each player had its own engine before), every tick is one generate call, and
     calls carry several players' turns."""
-    from arena.policies.vllm import VLLMEngine
-    from arena.rank.tournament import main
+    import subprocess
+    import sys
 
-    torch.set_num_threads(1)
     a, b = random_adapter(base, tmp_path / "a", seed=1), random_adapter(base, tmp_path / "b", seed=2)
-    engines: list[VLLMEngine] = []
-    real_init = VLLMEngine.__init__
-    monkeypatch.setattr(VLLMEngine, "__init__", lambda self, *x, **kw: (engines.append(self), real_init(self, *x, **kw))[1])
-    real_generate = VLLMEngine.generate
-    served: list[set[str]] = []
-
-    def generate(self, batches):  # which policies each one-call tick carried
-        served.append({policy.name for policy, requests in batches if requests})
-        return real_generate(self, batches)
-
-    monkeypatch.setattr(VLLMEngine, "generate", generate)
     out = tmp_path / "t.json"
     sets = ["policies.learner.backend=vllm", "policies.learner.dtype=float32", "policies.learner.max_model_len=512",
             "policies.learner.kv_cache_gb=0.125", "policies.learner.sampling.max_new_tokens=4", "runner.progress=false"]
-    argv = ["games/openspiel/kuhn.yaml", "--players", f"a={a}", f"b={b}", f"base={base}", "--games", "6", "--json", str(out), "--bootstrap", "10"]
+    argv = ["games/openspiel/kuhn.yaml", "--players", f"a={a}", f"b={b}", f"base={base}", "--games", "6", "--json",
+            str(out), "--bootstrap", "10"]
     for item in sets:
         argv += ["--set", item]
-    assert main(argv) == 0
-    assert len(engines) == 1 and engines[0].max_loras == 2 and engines[0].lora_rank is not None
-    assert engines[0].generate_calls == len(served) >= 2
-    assert any(len(names) >= 2 for names in served), served  # several players' turns in one call
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", TOURNAMENT_SPY, *argv], cwd=root, capture_output=True, text=True,
+                          timeout=900, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("SPY ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    spy = json.loads(lines[-1][4:])
+    assert spy["rc"] == 0 and spy["engines"] == 1 and spy["max_loras"] == [2] and spy["lora_rank"][0] is not None
+    assert spy["calls"] == [len(spy["served"])] and len(spy["served"]) >= 2
+    assert any(len(names) >= 2 for names in spy["served"]), spy["served"]  # several players' turns in one call
     results = json.loads(out.read_text())["results"]
     assert len(results) == 6 and {p for r in results for p in r["seating"].values()} == {"a", "b", "base"}
