@@ -261,14 +261,14 @@ def main() -> None:
     args = p.parse_args()
     if args.report is not None:
         if args.played:
-            played_sampled(args.report, args.played, args.parallel, *worker_threads(args.parallel))
+            played_sampled(args.report, args.played, args.parallel, worker_threads(args.parallel))
         report(args.report)
         return
     if args.plot is not None:
         plot(args.plot, args.png)
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    threads, = worker_threads(args.parallel)
+    threads = worker_threads(args.parallel)
     jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
     with ThreadPoolExecutor(args.parallel) as pool:
         list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))
@@ -277,7 +277,7 @@ def main() -> None:
     report(args.out)
 
 
-def worker_threads(parallel: int) -> tuple[int]:
+def worker_threads(parallel: int) -> int:
     """Each of the ``parallel`` processes' share of the cores (a user's OMP_NUM_THREADS wins); every process is
     started with OMP_NUM_THREADS set to it, which arena then honours."""
     import os
@@ -286,7 +286,7 @@ def worker_threads(parallel: int) -> tuple[int]:
 
     threads, why = choose_threads(usable_cores(), parallel, env=os.environ.get(THREADS_ENV))
     print(f"threads: torch intra-op {threads} per run ({why}): {parallel} parallel runs", flush=True)
-    return (threads,)
+    return threads
 
 
 if __name__ == "__main__":

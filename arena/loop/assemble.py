@@ -186,7 +186,8 @@ def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]], extra
     its first member's settings, the largest context and KV cache of the group, LoRA of the largest rank, and
     a slot (``max_loras``) per member, plus ``extra_loras`` (league members served as adapters)."""
     from arena.core.models import resolve_model
-    from arena.policies.vllm import VLLMEngine, VLLMPolicy, adapter_info
+    from arena.loop.build import engine_policy, group_engine
+    from arena.policies.vllm import adapter_info
 
     policies: dict[str, Any] = {}
     for members in groups.values():
@@ -194,16 +195,10 @@ def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]], extra
         first = specs[0]
         fixed = adapter_info(resolve_model(first.model))  # a policy that starts from an adapter: its base
         ranks = [cfg.learner_for(n).lora.r for n in members]  # type: ignore[union-attr]
-        engine = VLLMEngine(
-            fixed[0] if fixed else first.model, dtype=first.resolved_dtype,
-            max_model_len=max(s.max_model_len or 2048 for s in specs),
-            gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
-            enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
-            lora_rank=max(ranks + [fixed[1]] if fixed else ranks), max_loras=len(members) + extra_loras,
-        )
+        engine = group_engine(fixed[0] if fixed else first.model, specs, max(ranks + [fixed[1]] if fixed else ranks),
+                              len(members) + extra_loras)
         for name, spec in zip(members, specs, strict=True):
-            policies[name] = VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
-                                        engine=engine)
+            policies[name] = engine_policy(spec, name, engine)
     return policies
 
 
@@ -219,14 +214,12 @@ def league_member_policy(cfg: ArenaConfig, trainable: Any, spec: ModelPolicySpec
     """A league member's policy: a model member (an adapter checkpoint, or the base) served on the trainable
     policy's vLLM engine under its own adapter; a bot as :func:`arena.loop.build.league_policy` makes it. A
     member over another base is one line (``train.league``)."""
-    from arena.loop.build import league_policy
-    from arena.policies.vllm import VLLMPolicy
+    from arena.loop.build import engine_policy, league_policy
 
     if isinstance(spec, str):
         return league_policy(cfg, spec, name)
     try:
-        return VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
-                          engine=trainable.shared_engine)
+        return engine_policy(spec, name, trainable.shared_engine)
     except ValueError as e:
         raise ConfigError(f"train.league: {e}; a league of adapters plays on the trainable policy's base") from None
 

@@ -17,7 +17,7 @@ CLIs (train, play, eval, tournament) share:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -83,11 +83,11 @@ def build_policies(
         set_vllm_cpu_bind(overlapped=bool(cfg.train.async_ and cfg.train.async_.max_staleness))
     share = share or {}
     bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
-    engines = frozen_adapter_engines({n: s for n, s in specs.items() if n not in share}, played_only)
     policies: dict[str, Policy] = {}
     for name, spec in specs.items():  # bots first: a typo fails before any model loads
         if isinstance(spec, ScriptedSpec):
             policies[name] = scripted_policy(cfg, spec, name, field=f"policies.{name}.bot")
+    engines = frozen_adapter_engines({n: s for n, s in specs.items() if n not in share}, played_only)
     for name, spec in specs.items():
         if isinstance(spec, HumanSpec):
             from arena.policies.human import HumanPolicy
@@ -107,10 +107,7 @@ def build_policies(
             lora = cfg.learner.lora.r if cfg.learner.lora is not None and spec.trainable else None
             base = bases.get(share[name]) if name in share else None
             if name in engines:
-                from arena.policies.vllm import VLLMPolicy
-
-                policies[name] = VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow,
-                                            engine=engines[name])
+                policies[name] = engine_policy(spec, name, engines[name])
                 continue
             policies[name] = make_model_policy(spec, name, store, lora_rank=lora, base=base, **hf_kwargs)
             if name in share:
@@ -132,25 +129,39 @@ def frozen_adapter_engines(specs: Mapping[str, Any], played_only: bool = False) 
     groups: dict[tuple[str, str], list[tuple[str, ModelPolicySpec, tuple[str, int] | None]]] = {}
     for name, spec in specs.items():
         if isinstance(spec, ModelPolicySpec) and spec.backend == "vllm" and (played_only or not spec.trainable):
-            fixed = adapter_info(resolve_model(spec.model))
-            base = resolve_model(fixed[0]) if fixed is not None else resolve_model(spec.model)
+            model = resolve_model(spec.model)
+            fixed = adapter_info(model)
+            base = resolve_model(fixed[0]) if fixed is not None else model
             groups.setdefault((base, spec.resolved_dtype), []).append((name, spec, fixed))
     out: dict[str, Any] = {}
-    for (base, dtype), members in groups.items():
+    for members in groups.values():
         ranks = [fixed[1] for _, _, fixed in members if fixed is not None]
         if len(members) < 2 or not ranks:
             continue
-        from arena.policies.vllm import VLLMEngine
-
-        first = members[0][1]
-        engine = VLLMEngine(
-            base, dtype=dtype, max_model_len=max(s.max_model_len or 2048 for _, s, _ in members),
-            gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
-            enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for _, s, _ in members),
-            lora_rank=max(ranks), max_loras=len(ranks),
-        )
+        engine = group_engine(base, [spec for _, spec, _ in members], max(ranks), len(ranks))
         out |= {name: engine for name, _, _ in members}
     return out
+
+
+def group_engine(model: str, specs: Sequence[ModelPolicySpec], lora_rank: int | None, max_loras: int) -> Any:
+    """One vLLM engine over ``model`` for a group of policies: the first one's settings and dtype, the group's
+    largest context and KV cache, LoRA of ``lora_rank`` with ``max_loras`` adapter slots."""
+    from arena.policies.vllm import VLLMEngine
+
+    first = specs[0]
+    return VLLMEngine(
+        model, dtype=first.resolved_dtype, max_model_len=max(s.max_model_len or 2048 for s in specs),
+        gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
+        enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
+        lora_rank=lora_rank, max_loras=max_loras,
+    )
+
+
+def engine_policy(spec: ModelPolicySpec, name: str, engine: Any) -> Policy:
+    """Policy ``name`` served on a shared vLLM ``engine``: its own adapter (an adapter folder) or the base."""
+    from arena.policies.vllm import VLLMPolicy
+
+    return VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow, engine=engine)
 
 
 def scripted_policy(cfg: ArenaConfig, spec: ScriptedSpec, name: str, field: str) -> Policy:
