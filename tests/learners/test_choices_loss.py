@@ -88,6 +88,7 @@ def test_the_token_budget_counts_the_alternatives_run_beside_a_micro_batch() -> 
                       alternatives=[[3]] * k)
 
     assert choice_budget([sample(10, 0)] * 3, 8192) == 8192
+    assert choice_budget([], 8192) == 8192  # no samples, no alternatives
     assert choice_budget([sample(10, 0), sample(10, 2), sample(10, 1)], 8192) == 8192 // 3
     assert choice_budget([sample(10, 5)], 4) == 1  # never 0: a row always fits alone
     batch = [sample(40 + i % 7, i % 3) for i in range(30)]
