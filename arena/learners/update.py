@@ -171,24 +171,37 @@ class Learner:
                            entropy: list[torch.Tensor] | None = None) -> torch.Tensor:
         """``logp`` (b, T) with each chosen reply's likelihood normalised over its sample's ``alternatives``
         (a reply chosen among a request's choices, arena/policies/choices.py): with ``l`` a reply's summed
-        completion logprobs under ``model`` (the alternatives run in one more pass, with gradient when
-        enabled), the row's last completion token gets ``- logsumexp(l_chosen, l_alt_1, ...)``, so the
-        row sums to ``log P(chosen) = log softmax(l)_chosen``. Rows without alternatives are unchanged;
-        a micro-batch without any skips the pass. ``entropy``: a list that receives each row's
-        :func:`~arena.learners.losses.choice_entropy` (with gradient), when the batch has choices."""
-        rows, owner = [], []
+        completion logprobs under ``model``, the row's last completion token gets
+        ``- logsumexp(l_chosen, l_alt_1, ...)``, so the row sums to ``log P(chosen) = log softmax(l)_chosen``.
+        An alternative that is itself a row of ``mb`` (the same prompt and completion: exact descent trains
+        every legal action of a state, score-mode play often picks both at one state) takes that row's ``l``,
+        gradient included; the others run in one more pass (with gradient when enabled). Rows without
+        alternatives are unchanged; a micro-batch whose alternatives are all its own rows runs no extra pass.
+        ``entropy``: a list that receives each row's :func:`~arena.learners.losses.choice_entropy` (with
+        gradient), when the batch has choices."""
+        where = {(tuple(samples[i].prompt_ids), tuple(samples[i].completion_ids)): r for r, i in enumerate(mb.index)}
+        rows, owner, source = [], [], []  # source: the alternative's l in cat(the rows' l, the extra pass's)
         for r, i in enumerate(mb.index):
             for alt in samples[i].alternatives:
+                owner.append(r)
+                same = where.get((tuple(samples[i].prompt_ids), tuple(alt)))
+                if same is not None:
+                    source.append(same)
+                    continue
+                source.append(len(mb.index) + len(rows))
                 rows.append(samples[i].model_copy(update={"completion_ids": list(alt), "logprobs": [], "alternatives": [],
                                                           "token_weights": None, "probes": {}}))
-                owner.append(r)
-        if not rows:
+        if not owner:
             return logp
-        alt_mb = collate(rows, list(range(len(rows))), self.pad_id, self.device, self.cfg.share_prefix_min_tokens)
-        alt_logp = self._log_softmax(model, alt_mb).gather(-1, alt_mb.completion_ids[..., None]).squeeze(-1)
-        alt_sums = (alt_logp * alt_mb.completion_mask).sum(-1)  # (n_alt,)
+        own = (logp * mb.completion_mask).sum(-1)  # (b,) each row's l
+        sums = own
+        if rows:
+            alt_mb = collate(rows, list(range(len(rows))), self.pad_id, self.device, self.cfg.share_prefix_min_tokens)
+            alt_logp = self._log_softmax(model, alt_mb).gather(-1, alt_mb.completion_ids[..., None]).squeeze(-1)
+            sums = torch.cat([own, (alt_logp * alt_mb.completion_mask).sum(-1)])
+        alt_sums = sums[torch.tensor(source, device=sums.device)]  # (n_alt,)
         if entropy is not None:
-            entropy.append(choice_entropy((logp * mb.completion_mask).sum(-1), alt_sums, owner))
+            entropy.append(choice_entropy(own, alt_sums, owner))
         return normalise_choices(logp, mb.completion_mask, alt_sums, owner)
 
     def _probe_dists(self, samples: Sequence[Sample], mb: MicroBatch, need: dict[str, int]) -> dict[str, ProbeDist]:

@@ -160,3 +160,29 @@ def test_descent_samples_give_exploitability_descents_gradient(tiny: Any, learne
         got, _ = learner_gradient(batch, temperature=T, loss=loss)
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
     assert want.abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_alternatives_that_are_rows_of_the_batch_are_not_run_again(tiny: Any, learner_gradient: Any, share: bool) -> None:
+    """An alternative with the same prompt and completion as a row of its micro-batch takes that row's
+    likelihood (exact descent trains every legal action of a state): the model sees each distinct row once,
+    and the gradient is still the reference loop's. Here two of a new prompt's three choices are rows, so only
+    CHOICES[2] (twice) and the other samples' alternatives run in the extra pass."""
+    both = [Sample(prompt_ids=[5, 6, 7, 14], completion_ids=CHOICES[i], advantage=[0.7, -1.2][i],
+                   alternatives=[o for j, o in enumerate(CHOICES) if j != i]) for i in (0, 1)]
+    batch = both + samples()
+    want = reference_gradient(tiny, batch)
+    seen: list[int] = []
+    hook = tiny.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].shape[0]), with_kwargs=True)
+    try:
+        got, _ = learner_gradient(batch, temperature=T, loss="reinforce", share_prompt_prefix=share,
+                                  share_prefix_min_tokens=1)
+        rows = sum(seen) - (seen.count(1) if share else 0)  # the shared prefix runs as one row of its own
+        assert rows == len(batch) + 2 + sum(len(s.alternatives) for s in samples())  # 2: CHOICES[2] for each
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+        seen.clear()
+        ed = [s.model_copy(update={"alternatives": [CHOICES[1 - i]]}) for i, s in enumerate(both)]
+        learner_gradient(ed, temperature=T, loss="reinforce", share_prompt_prefix=False)
+        assert seen == [2]  # one forward of the two rows, no pass for the alternatives
+    finally:
+        hook.remove()
