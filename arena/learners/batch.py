@@ -44,6 +44,7 @@ class MicroBatch:
     index: list[int]  # positions of these samples in the batch
     shared_prompt: bool = False  # every row has the same prompt
     prefix_len: int = 0  # leading prompt tokens every row shares, run once when sharing (0: none)
+    prompt_of: list[int] | None = None  # row -> its distinct prompt, when some rows repeat a prompt (else None)
 
 
 def pack(
@@ -120,21 +121,26 @@ def collate(
     weights = torch.tensor([s.weight for s in rows], dtype=torch.float32)
     shared = len(rows) > 1 and all(s.prompt_ids == rows[0].prompt_ids for s in rows)
     prefix = shared_prefix_len([s.prompt_ids for s in rows], min_saved)
+    first: dict[tuple[int, ...], int] = {}
+    prompt_of = [first.setdefault(tuple(s.prompt_ids), len(first)) for s in rows]
     to = lambda x: x.to(device)  # noqa: E731
     return MicroBatch(
         to(ids), to(attn), to(pos), to(cmask), to(comp), to(adv), to(gen), to(weights), to(tok_w), list(index), shared,
-        prefix,
+        prefix, prompt_of if len(first) < len(rows) else None,
     )
 
 
 def completion_log_softmax(model: Any, mb: MicroBatch, temperature: float, share_prompt: bool = False) -> torch.Tensor:
     """Log-softmax over the vocabulary at each completion position, at ``temperature``. ``-> (b, T, V)``.
 
-    With ``share_prompt`` and a shared prefix (``mb.prefix_len``), the prefix is run once and the
-    rows' suffixes on its cache (:func:`shared_prefix_logits`): same values and gradients, fewer FLOPs.
+    With ``share_prompt``, rows that repeat a prompt (``mb.prompt_of``) run it once
+    (:func:`distinct_prompt_logits`), and a shared prefix (``mb.prefix_len``) is run once with the rows'
+    suffixes on its cache (:func:`shared_prefix_logits`): same values and gradients, fewer FLOPs.
     """
     t_len = mb.completion_ids.shape[1]
-    if share_prompt and mb.prefix_len > 0:
+    if share_prompt and mb.prompt_of is not None:
+        logits = distinct_prompt_logits(model, mb)
+    elif share_prompt and mb.prefix_len > 0:
         logits = shared_prefix_logits(model, mb)
     else:
         out = model(
@@ -175,6 +181,55 @@ def shared_prefix_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
         past_key_values=cache, use_cache=True, logits_to_keep=t_len + 1,
     )
     return tail.logits
+
+
+def distinct_prompt_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
+    """Logits at the last prompt position and every completion position, ``(b, T + 1, V)``, with each
+    distinct prompt run once (``mb.prompt_of``: several samples of one prompt, every legal action of a
+    state in exact descent, a chosen reply beside the other choices).
+
+    The ``k`` distinct prompts run as ``k`` rows of the left-padded layout (their common prefix
+    ``mb.prefix_len`` once, as :func:`shared_prefix_logits` runs it, when there is one), keeping the
+    cache and the logits at the last prompt column. The cache's rows are then selected for the ``b``
+    rows (``index_select``: autograd sums each prompt's rows' gradients back into it), and the
+    completion columns run on it with their own positions and each row's prompt mask.
+    """
+    b, t_len = mb.completion_ids.shape
+    p_len = mb.input_ids.shape[1] - t_len
+    inv = torch.tensor(mb.prompt_of, device=mb.input_ids.device)
+    k = int(inv.max()) + 1
+    first = torch.tensor([mb.prompt_of.index(j) for j in range(k)], device=inv.device)
+    ids, mask, pos = (x.index_select(0, first)[:, :p_len] for x in (mb.input_ids, mb.attention_mask, mb.position_ids))
+    c = mb.prefix_len if k > 1 else 0
+    cache = None
+    if c > 0:
+        start = p_len - mask.sum(-1)  # (k,) each prompt's first column
+        head = model(input_ids=ids[:1, int(start[0]) : int(start[0]) + c], use_cache=True, logits_to_keep=1)
+        cache = expand_cache(head.past_key_values, k)
+        cols = torch.arange(p_len - c, device=ids.device)
+        mask = torch.cat([torch.ones_like(mask[:, :c]), mask[:, c:] * (cols[None, :] >= start[:, None])], dim=1)
+    prompts = model(input_ids=ids[:, c:], attention_mask=mask, position_ids=pos[:, c:], past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+    cache = select_cache(prompts.past_key_values, inv)
+    tail = model(
+        input_ids=mb.input_ids[:, p_len:], attention_mask=torch.cat([mask.index_select(0, inv), mb.attention_mask[:, p_len:]], 1),
+        position_ids=mb.position_ids[:, p_len:], past_key_values=cache, use_cache=True, logits_to_keep=t_len,
+    )
+    return torch.cat([prompts.logits.index_select(0, inv), tail.logits], dim=1)
+
+
+def select_cache(cache: Any, rows: torch.Tensor) -> Any:
+    """``cache``'s batch rows ``rows`` (with repeats), in place: plain key/value tensors (transformers'
+    ``DynamicCache``) are ``index_select``-ed, so autograd sums the gradients of repeated rows; other
+    caches use their own ``batch_select_indices``."""
+    layers = getattr(cache, "layers", None)
+    if layers and all(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
+        for layer in layers:
+            layer.keys = layer.keys.index_select(0, rows)
+            layer.values = layer.values.index_select(0, rows)
+    else:
+        cache.batch_select_indices(rows)
+    return cache
 
 
 def expand_cache(cache: Any, rows: int) -> Any:

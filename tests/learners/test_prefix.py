@@ -115,3 +115,48 @@ def test_full_batch_equals_micro_batches_with_sharing(tiny: Any) -> None:
     assert s_whole["micro_batches"] == 1 < s_split["micro_batches"]
     for name, g in whole.items():
         torch.testing.assert_close(split[name], g, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def repeated_prompts() -> list[Sample]:
+    """kuhn_like's first four prompts, each with 2-3 replies (every legal action of a state, as exact
+    descent trains), shuffled so that a prompt's rows are not adjacent."""
+    base = kuhn_like()[:4]
+    out = [s.model_copy(update={"completion_ids": s.completion_ids[:1 + j] + [60 + j], "logprobs": [],
+                                 "advantage": s.advantage - j})
+           for j in range(3) for s in base if j < 2 or len(s.prompt_ids) > 25]
+    return out[::2] + out[1::2]
+
+
+@pytest.mark.parametrize("min_saved", [1, 10_000])  # 10_000: no common prefix, only the repeated prompts
+def test_repeated_prompts_run_once_with_the_values_and_gradients_of_each_row(tiny: Any, min_saved: int) -> None:
+    samples = repeated_prompts()
+    mb = collate(samples, list(range(len(samples))), PAD, torch.device("cpu"), min_saved=min_saved)
+    assert mb.prompt_of is not None and max(mb.prompt_of) == 3 and mb.prefix_len == (len(RULES) if min_saved == 1 else 0)
+    assert [samples[r].prompt_ids for r in range(len(samples))] == [samples[mb.prompt_of.index(j)].prompt_ids
+                                                                     for j in mb.prompt_of]
+    with torch.no_grad():
+        shared = completion_log_softmax(tiny, mb, 0.7, share_prompt=True)
+        for r, s in enumerate(samples):
+            alone = seq_log_softmax(tiny, s.prompt_ids, s.completion_ids, 0.7)
+            torch.testing.assert_close(shared[r, : len(s.completion_ids)], alone, rtol=1e-4, atol=1e-4)
+    cfg = dict(loss="reinforce", token_budget=10_000, share_prefix_min_tokens=min_saved)
+    plain, _, n_plain = _grads(tiny, samples, share_prompt_prefix=False, **cfg)
+    shared_g, _, n_shared = _grads(tiny, samples, share_prompt_prefix=True, **cfg)
+    for name, g in plain.items():
+        torch.testing.assert_close(shared_g[name], g, rtol=1e-4, atol=1e-6, msg=name)
+    width = mb.input_ids.shape[1] - mb.completion_ids.shape[1]  # the longest prompt: 4 prompts, then the replies
+    c = mb.prefix_len
+    assert n_shared == c + 4 * (width - c) + len(samples) * mb.completion_ids.shape[1] < n_plain
+
+
+def test_one_prompt_for_every_row_runs_once(tiny: Any) -> None:
+    """All rows on one prompt (LSP's solvers): the prompt runs as one row, whatever the common prefix."""
+    s = kuhn_like()[3]
+    samples = [s.model_copy(update={"completion_ids": [40 + j, 41, 42][: 1 + j % 3], "logprobs": []}) for j in range(5)]
+    mb = collate(samples, list(range(5)), PAD, torch.device("cpu"), min_saved=1)
+    assert mb.prompt_of == [0] * 5 and mb.shared_prompt
+    with torch.no_grad():
+        shared = completion_log_softmax(tiny, mb, 1.0, share_prompt=True)
+    for r, row in enumerate(samples):
+        alone = seq_log_softmax(tiny, row.prompt_ids, row.completion_ids, 1.0)
+        torch.testing.assert_close(shared[r, : len(row.completion_ids)], alone, rtol=1e-4, atol=1e-4)
