@@ -36,6 +36,7 @@ ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.y
         "ed": "games/openspiel/kuhn.ed.yaml"}  # exploitability descent, full width: the whole tree each step
 KEY = "eval/exploitability/exploitability"
 PLAYED = "eval/exploitability/exploitability_played"  # exp(l_i) + invalid share on the uniform fallback
+AVERAGE = "eval/exploitability/exploitability_average"  # the average policy of the evaluations so far
 
 
 def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int, extra: list[str]) -> float:
@@ -241,6 +242,36 @@ def plot(folders: list[Path], path: Path) -> None:
     print(f"\nplot: {path}")
 
 
+def plot_stages(runs: list[Path], path: Path) -> None:
+    """One run in consecutive stages (each a run folder whose model is the previous one's last checkpoint):
+    the played policy's exploitability per step (a descent run's per-step number) and the average policy of
+    each stage's evaluations, steps offset by the stages before, log scale, the tabular references."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    offset = 0
+    for i, run in enumerate(runs):
+        c, avg = curve(run), curve(run, AVERAGE, fill=False)
+        ax.plot([offset + s for s in sorted(c)], [c[s] for s in sorted(c)], lw=0.8, color=f"C{i}",
+                label=f"{run.name}: last iterate")
+        ax.plot([offset + s for s in sorted(avg)], [avg[s] for s in sorted(avg)], lw=1.2, ls="--", marker=".",
+                color=f"C{i}", label=f"{run.name}: average of its evaluations")
+        offset += max(c)
+    for i, (name, value) in enumerate(REFERENCES.items()):
+        ax.axhline(value, color="grey", lw=0.7, ls=[":", "--", "-."][i % 3])
+        ax.text(ax.get_xlim()[1], value, f" {name} ({value:.3g})", fontsize=6, va="center", color="grey")
+    ax.set_yscale("log")
+    ax.set_xlabel("step (the stages one after the other)")
+    ax.set_ylabel("exploitability (Kuhn, exact, played policy)")
+    ax.legend(fontsize=6, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot: {path}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -254,6 +285,8 @@ def main() -> None:
     p.add_argument("--report", type=Path, default=None, help="only print the table and plot of this folder's runs")
     p.add_argument("--plot", type=Path, nargs="+", default=None, metavar="FOLDER",
                    help="only plot these folders' runs together (one colour per folder and arm) into --png")
+    p.add_argument("--stages", action="store_true", help="with --plot: the folders are run folders, the stages "
+                   "of one run in order (each started from the previous one's last checkpoint)")
     p.add_argument("--png", type=Path, default=Path("exploitability.png"), help="where --plot writes")
     p.add_argument("--played", type=int, default=0, metavar="N", help="then sample the played policy of each "
                    "free-generation run's last checkpoint, N replies per information state (arena.eval "
@@ -265,7 +298,7 @@ def main() -> None:
         report(args.report)
         return
     if args.plot is not None:
-        plot(args.plot, args.png)
+        (plot_stages if args.stages else plot)(args.plot, args.png)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     threads = worker_threads(args.parallel)

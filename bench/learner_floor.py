@@ -11,6 +11,9 @@ forward runs that is padding. The shapes (token counts as in the issue):
     spyrl  24 samples, ~300-token prompts sharing their first 200 tokens (the system prompt up to
            the player), 32-token replies
     lsp    8 solvers on one ~60-token prompt, 32-token replies
+    kuhn-real  the trained turns of 16 real Kuhn games (bench/profile_update.py ``kuhn_samples``: the
+           chat template, 159-167-token prompts sharing 116, 2-token replies; a prompt is one of the 12
+           information states, so most rows repeat another's prompt), token ids mod the model's vocabulary
 
 Achieved FLOP/s count the matmul FLOPs of the tokens a plain (unshared, unpadded) run would need,
 ``6 * P * tokens`` (P: weights in linear layers, lm_head included), so sharing shows as more
@@ -45,10 +48,20 @@ SHAPES = {  # name -> (samples, shared prefix, prompt tail lengths (min, max), r
     "kuhn": (35, 120, (20, 40), (2, 6)),
     "spyrl": (24, 200, (80, 120), (32, 32)),
     "lsp": (8, 60, (0, 0), (32, 32)),
+    "kuhn-real": (0, 0, (0, 0), (0, 0)),  # real prompts, not drawn (make_batch)
 }
 
 
 def make_batch(shape: str, vocab: int, seed: int = 0) -> list[Sample]:
+    if shape == "kuhn-real":
+        from profile_update import kuhn_samples
+        from transformers import AutoTokenizer
+
+        from arena.core.models import resolve_model
+
+        real = kuhn_samples(AutoTokenizer.from_pretrained(resolve_model("smollm2-135m")), seed=seed)
+        return [s.model_copy(update={"prompt_ids": [t % vocab for t in s.prompt_ids], "advantage": 1.0 if i % 2 else -1.0,
+                                     "completion_ids": [t % vocab for t in s.completion_ids]}) for i, s in enumerate(real)]
     n, shared, (t_lo, t_hi), (c_lo, c_hi) = SHAPES[shape]
     g = torch.Generator().manual_seed(seed)
 
@@ -124,11 +137,21 @@ def matmul_peak(dtype: torch.dtype, n: int) -> float:
 
 
 def padding(batch: list[Sample], share: bool, budget: int, pad: int) -> tuple[int, float]:
-    """(positions arena's forwards run, the share of them that is padding) under its packing."""
+    """(positions arena's forwards run, the share of them that is padding) under its packing: with
+    ``share``, a micro-batch whose rows repeat prompts runs its ``k`` distinct prompts once
+    (``c + k (P - c) + rows T``, arena/learners/batch.py ``distinct_prompt_logits``), else ``forward_cost``."""
     run = needed = 0
     for g in pack(batch, budget, share):
-        c = collate(batch, g, pad, torch.device("cpu")).prefix_len if share else 0
+        mb = collate(batch, g, pad, torch.device("cpu"))
+        c = mb.prefix_len if share else 0
         prompts, replies = [len(batch[i].prompt_ids) for i in g], [len(batch[i].completion_ids) for i in g]
+        if share and mb.prompt_of is not None:
+            k = max(mb.prompt_of) + 1
+            c = c if k > 1 else 0
+            run += c + k * (max(prompts) - c) + len(g) * max(replies)
+            distinct = {tuple(batch[i].prompt_ids) for i in g}
+            needed += c + sum(len(q) - c for q in distinct) + sum(replies)
+            continue
         run += forward_cost(prompts, replies, c)
         needed += c + sum(p + t - c for p, t in zip(prompts, replies, strict=True))
     return run, (run - needed) / run

@@ -11,6 +11,9 @@ the forward runs that prefix once, batch 1, then every row's suffix (the rest of
 its completion) on the prefix's KV cache, expanded to the rows. The expanded cache is a view, so
 the backward sums the rows' gradients into the one prefix computation: the same values and
 gradients as running each row whole (tests/learners/test_prefix.py holds them equal in float32).
+Rows that repeat a prompt (a state's every legal action in exact descent, a GRPO group, a Kuhn
+information state met in several games) go one step further: each distinct prompt runs once, and
+its cache is selected for its rows before their completions run (:func:`distinct_prompt_logits`).
 """
 
 from __future__ import annotations

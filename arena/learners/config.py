@@ -182,8 +182,9 @@ class LearnerConfig(BaseModel):
     )
     share_prompt_prefix: bool = Field(
         default=True, description="Run the prompt prefix several samples share (the whole prompt, or its common "
-        "opening: a game's rules) once per micro-batch, its KV cache shared by the rows; samples with a common prefix "
-        "are packed together. The same values and gradients, less work (arena/learners/prefix.py).",
+        "opening: a game's rules) once per micro-batch, its KV cache shared by the rows, and each distinct prompt of "
+        "the micro-batch once; samples with a common prefix are packed together. The same values and gradients, less "
+        "work (arena/learners/prefix.py, batch.py).",
     )
     share_prefix_min_tokens: int = Field(
         default=32, ge=1, description="Share a prefix only when it saves at least this many token positions in a "
