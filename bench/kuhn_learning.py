@@ -27,6 +27,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml",
@@ -230,16 +231,7 @@ def plot(folders: list[Path], path: Path) -> None:
             end = final(run)
             if end is not None and end["sampled"]:
                 ax.plot([max(c)], [end["played"]], marker="x", ms=7, color=colours[label])
-    for i, (name, value) in enumerate(REFERENCES.items()):
-        ax.axhline(value, color="grey", lw=0.7, ls=[":", "--", "-."][i % 3])
-        ax.text(ax.get_xlim()[1], value, f" {name} ({value:.3g})", fontsize=6, va="center", color="grey")
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("exploitability (Kuhn, exact; x: played, sampled)")
-    ax.legend(fontsize=6, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"\nplot: {path}")
+    finish(fig, ax, path, "step", "exploitability (Kuhn, exact; x: played, sampled)")
 
 
 def plot_stages(runs: list[Path], path: Path) -> None:
@@ -260,12 +252,17 @@ def plot_stages(runs: list[Path], path: Path) -> None:
         ax.plot([offset + s for s in sorted(avg)], [avg[s] for s in sorted(avg)], lw=1.2, ls="--", marker=".",
                 color=f"C{i}", label=f"{run.name}: average of its evaluations")
         offset += max(c)
+    finish(fig, ax, path, "step (the stages one after the other)", "exploitability (Kuhn, exact, played policy)")
+
+
+def finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str) -> None:
+    """The tabular references as horizontal lines, log scale, labels and legend; saved to ``path``."""
     for i, (name, value) in enumerate(REFERENCES.items()):
         ax.axhline(value, color="grey", lw=0.7, ls=[":", "--", "-."][i % 3])
         ax.text(ax.get_xlim()[1], value, f" {name} ({value:.3g})", fontsize=6, va="center", color="grey")
     ax.set_yscale("log")
-    ax.set_xlabel("step (the stages one after the other)")
-    ax.set_ylabel("exploitability (Kuhn, exact, played policy)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=6, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
