@@ -17,8 +17,9 @@ batched and one-at-a-time play agree only with scripted policies. Rows that fini
 batch (their KV cache rows too), so a long straggler does not make the whole
 batch pay for its length. With ``prefix_sharing`` (the default) a prompt that several
 requests of one batch repeat (G solvers or attempts, a GRPO group) is prefilled once
-and its KV cache copied to its rows (:mod:`arena.policies.hf_prefix`); same tokens and
-logprobs as without it, up to float noise in the last bits.
+and its KV cache copied to its rows, and the distinct prompts' common prefix (a game's rules before
+each seat's view) is run once (:mod:`arena.policies.hf_prefix`); same tokens and logprobs as without
+it, up to float noise in the last bits.
 
 Requests carry their own :class:`~arena.policies.base.SamplingParams`; one call
 generates each group of equal params as its own batches. Every prompt first
@@ -124,7 +125,7 @@ class HFPolicy:
         self.per_request_rng = per_request_rng
         self.prefix_sharing = prefix_sharing
         self.prefill_rows_saved = 0  # rows whose prompt was not prefilled again (prefix sharing)
-        self.prefill_tokens_shared = 0  # scored prompts' common-prefix tokens not run again (score_rows)
+        self.prefill_tokens_shared = 0  # prompts' common-prefix tokens not run again (generate and score_rows)
         # A shared base's adapters: makes this policy's adapter the active one (None: the model as it is).
         self.adapter: Callable[[], None] | None = None
 
@@ -258,11 +259,11 @@ class HFPolicy:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
         self._set_attention(self.prefill_attention)
-        out = self.model(
-            input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
-            logits_to_keep=1,  # the prompt's other logits would be (batch, width, vocab): gigabytes
-        )
-        logits = out.logits[:, -1, :]
+        # Logits at the last position only (the prompt's others would be (batch, width, vocab): gigabytes); the
+        # distinct prompts' common prefix (a game's rules) runs once.
+        shared_prefix = shared_len(distinct) if self.prefix_sharing else 0
+        logits, mask = prefill(self.model, input_ids, mask, positions, cache, shared_prefix)
+        self.prefill_tokens_shared += shared_prefix * (len(distinct) - 1)
         if len(distinct) < batch:
             logits, mask, positions = expand(cache, index, logits, mask, positions)
         self.prefill_rows_saved += batch - len(distinct)

@@ -143,3 +143,20 @@ def test_the_config_switch_reaches_the_policy(tiny_model: Path) -> None:  # noqa
         cfg = load_config(root / "arena/games/lsp/lsp.yaml", [f"policies.learner.model={tiny_model}",
                                                         f"policies.learner.prefix_sharing={str(value).lower()}"])
         assert build_policies(cfg, ["learner"])["learner"].prefix_sharing is value
+
+
+@pytest.mark.parametrize("per_request_rng", [True, False])
+def test_a_common_prefix_of_different_prompts_runs_once_in_generate(per_request_rng: bool) -> None:
+    """Prompts that open with the same rules and then differ (Kuhn's seats): the rules run once, the
+    completions equal the unshared path's, and the tokens saved are counted."""
+    from arena.policies.hf_prefix import MIN_SHARED
+
+    rules = " ".join(f"w{k}" for k in range(10, 10 + MIN_SHARED + 4))
+    params = SamplingParams(temperature=1.0, max_new_tokens=8, stop=("w7",))
+    tails = ["w60", "w61 w62", "w63 w64 w65", "w60", "w66 w67 w68 w69"]
+    shared, plain = pair(tiny_llama(seed=5), tiny_tokenizer(), per_request_rng=per_request_rng)
+    reqs = [words(f"{rules} {t}", 30 + k, params) for k, t in enumerate(tails)]
+    a, b = shared.generate(reqs), plain.generate(reqs)
+    assert_same(a, b)
+    assert shared.prefill_rows_saved == 1 and plain.prefill_tokens_shared == 0
+    assert shared.prefill_tokens_shared >= (MIN_SHARED + 4) * 3  # 4 distinct prompts: the rules run once, not 4 times
