@@ -168,22 +168,28 @@ def shared_prefix_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
     masked out, as padding is. Every row keeps at least one prompt token after the prefix, so column
     ``P - c - 1`` is each row's last prompt token, as column ``P - 1`` is without sharing.
     """
-    b, t_len = mb.completion_ids.shape
-    c = mb.prefix_len
-    width = mb.input_ids.shape[1]
-    p_len = width - t_len
-    start = p_len - mb.attention_mask[:, :p_len].sum(-1)  # (b,) each row's first prompt column
-    prefix_ids = mb.input_ids[:1, int(start[0]) : int(start[0]) + c]
-    head = model(input_ids=prefix_ids, use_cache=True, logits_to_keep=1)
-    cache = expand_cache(head.past_key_values, b)
-    cols = torch.arange(width - c, device=mb.input_ids.device)
-    tail_mask = mb.attention_mask[:, c:] * (cols[None, :] >= start[:, None])
-    mask = torch.cat([torch.ones_like(mb.attention_mask[:, :c]), tail_mask], dim=1)
-    tail = model(
-        input_ids=mb.input_ids[:, c:], attention_mask=mask, position_ids=mb.position_ids[:, c:],
-        past_key_values=cache, use_cache=True, logits_to_keep=t_len + 1,
-    )
-    return tail.logits
+    t_len = mb.completion_ids.shape[1]
+    out, _ = after_prefix(model, mb.input_ids, mb.attention_mask, mb.position_ids, mb.prefix_len, t_len + 1)
+    return out.logits
+
+
+def after_prefix(model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, c: int,
+                 keep: int) -> tuple[Any, torch.Tensor]:
+    """``(the model's output, the mask over its cache)`` for left-padded ``ids`` whose first ``c`` prompt
+    tokens are the same in every row: those run once (batch 1), their cache expanded to the rows, then the
+    columns after them, with each row's own positions and its own prefix columns masked out
+    (:func:`shared_prefix_logits` explains the layout); ``c`` 0: one plain forward. ``keep``: the output's
+    last positions with logits."""
+    cache = None
+    if c > 0:
+        start = (mask.cumsum(-1) == 0).sum(-1)  # (rows,) each row's first real column
+        head = model(input_ids=ids[:1, int(start[0]) : int(start[0]) + c], use_cache=True, logits_to_keep=1)
+        cache = expand_cache(head.past_key_values, ids.shape[0])
+        cols = torch.arange(ids.shape[1] - c, device=ids.device)
+        mask = torch.cat([torch.ones_like(mask[:, :c]), mask[:, c:] * (cols[None, :] >= start[:, None])], dim=1)
+    out = model(input_ids=ids[:, c:], attention_mask=mask, position_ids=positions[:, c:], past_key_values=cache,
+                use_cache=True, logits_to_keep=keep)
+    return out, mask
 
 
 def distinct_prompt_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
@@ -197,22 +203,13 @@ def distinct_prompt_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
     rows (``index_select``: autograd sums each prompt's rows' gradients back into it), and the
     completion columns run on it with their own positions and each row's prompt mask.
     """
-    b, t_len = mb.completion_ids.shape
+    t_len = mb.completion_ids.shape[1]
     p_len = mb.input_ids.shape[1] - t_len
     inv = torch.tensor(mb.prompt_of, device=mb.input_ids.device)
     k = int(inv.max()) + 1
     first = torch.tensor([mb.prompt_of.index(j) for j in range(k)], device=inv.device)
     ids, mask, pos = (x.index_select(0, first)[:, :p_len] for x in (mb.input_ids, mb.attention_mask, mb.position_ids))
-    c = mb.prefix_len if k > 1 else 0
-    cache = None
-    if c > 0:
-        start = p_len - mask.sum(-1)  # (k,) each prompt's first column
-        head = model(input_ids=ids[:1, int(start[0]) : int(start[0]) + c], use_cache=True, logits_to_keep=1)
-        cache = expand_cache(head.past_key_values, k)
-        cols = torch.arange(p_len - c, device=ids.device)
-        mask = torch.cat([torch.ones_like(mask[:, :c]), mask[:, c:] * (cols[None, :] >= start[:, None])], dim=1)
-    prompts = model(input_ids=ids[:, c:], attention_mask=mask, position_ids=pos[:, c:], past_key_values=cache,
-                    use_cache=True, logits_to_keep=1)
+    prompts, mask = after_prefix(model, ids, mask, pos, mb.prefix_len if k > 1 else 0, 1)
     cache = select_cache(prompts.past_key_values, inv)
     tail = model(
         input_ids=mb.input_ids[:, p_len:], attention_mask=torch.cat([mask.index_select(0, inv), mb.attention_mask[:, p_len:]], 1),
