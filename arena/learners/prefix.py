@@ -11,11 +11,13 @@ micro-batch and the rows' suffixes (the rest of the prompt, then the completion)
   saves, ``c * (rows - 1)``, are fewer than ``min_saved`` (a second forward call is not free);
 * :func:`forward_cost` -- the token positions a micro-batch's forward runs, padding included:
   ``c + rows * (P - c + T)`` with ``P`` the longest prompt and ``T`` the longest completion
-  (prompts are left-padded and completions right-padded, each to its own longest);
+  (prompts are left-padded and completions right-padded, each to its own longest); when the rows
+  hold only ``k < rows`` distinct prompts, each runs once (``arena.learners.batch.distinct_prompt_logits``):
+  ``c + k * (P - c) + rows * T``, with ``c`` 0 when ``k`` is 1;
 * :func:`pack_by_prefix` -- micro-batches of rows with a common prefix: the rows sorted by prompt
   (so rows sharing a prefix are adjacent; the common prefix of a sorted run is that of its first and
-  last), grown greedily while the forward's cost stays within the token budget and each added row
-  costs no more than running it alone; the runs whose prefix is worth sharing are returned as
+  last), grown greedily while the forward's cost (a repeated prompt counted once) stays within the
+  token budget and each added row costs no more than running it alone; the runs whose prefix is worth sharing are returned as
   micro-batches, the other rows are left to the plain length-sorted packing.
 
 Shapes: prompts are sequences of token ids; lengths are plain ints.
@@ -46,12 +48,20 @@ def shared_prefix_len(prompts: Sequence[Sequence[int]], min_saved: int = 1) -> i
     return c if c > 0 and c * (len(prompts) - 1) >= min_saved else 0
 
 
-def forward_cost(prompt_lens: Sequence[int], completion_lens: Sequence[int], shared: int = 0) -> int:
+def forward_cost(
+    prompt_lens: Sequence[int], completion_lens: Sequence[int], shared: int = 0, distinct: int | None = None
+) -> int:
     """Token positions one micro-batch's forward runs, padding included, with ``shared`` prefix tokens
-    run once: ``shared + rows * (max prompt - shared + max completion)``."""
+    run once: ``shared + rows * (max prompt - shared + max completion)``; with ``distinct`` (``k``)
+    prompts among more rows, each prompt runs once: ``c + k * (max prompt - c) + rows * max completion``,
+    ``c = shared`` when ``k > 1`` else 0."""
     if not prompt_lens:
         return 0
-    return shared + len(prompt_lens) * (max(prompt_lens) - shared + max(completion_lens))
+    rows, p, t = len(prompt_lens), max(prompt_lens), max(completion_lens)
+    if distinct is not None and distinct < rows:
+        c = shared if distinct > 1 else 0
+        return c + distinct * (p - c) + rows * t
+    return shared + rows * (p - shared + t)
 
 
 def padded_share(prompt_lens: Sequence[int], completion_lens: Sequence[int], shared: int = 0) -> float:
@@ -73,7 +83,8 @@ def pack_by_prefix(
 
     def cost(rows: list[int]) -> int:
         p = [prompts[i] for i in rows]
-        return forward_cost([len(x) for x in p], [completion_lens[i] for i in rows], shared_prefix_len(p))
+        k = len({tuple(x) for x in p})
+        return forward_cost([len(x) for x in p], [completion_lens[i] for i in rows], shared_prefix_len(p), k)
 
     runs: list[list[int]] = []
     current: list[int] = []

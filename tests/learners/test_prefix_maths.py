@@ -25,6 +25,22 @@ def test_forward_cost_and_padded_share() -> None:
     assert padded_share([5, 3], [2, 4]) == pytest.approx((18 - 14) / 18)
     assert padded_share([5, 5], [4, 4], shared=4) == 0.0
     assert padded_share([5, 3], [2, 4], shared=2) == pytest.approx((16 - 12) / 16)
+    # Repeated prompts run once: c + k (P - c) + rows T; one distinct prompt shares no prefix with itself.
+    assert forward_cost([9, 9, 8, 9], [2, 1, 3, 2], shared=4, distinct=2) == 4 + 2 * (9 - 4) + 4 * 3
+    assert forward_cost([9, 9, 9], [2, 1, 3], shared=8, distinct=1) == 9 + 3 * 3
+    assert forward_cost([9, 8], [2, 3], shared=4, distinct=2) == forward_cost([9, 8], [2, 3], shared=4)
+
+
+def test_repeated_prompts_are_costed_once_so_they_share_one_micro_batch() -> None:
+    head = [1, 2, 3, 4, 5, 6, 7]
+    states = [head + [10, 11, 12], head + [20, 21, 22], head + [30, 31, 32]]
+    prompts = [states[i % 3] for i in range(12)]  # 12 rows, 3 information states
+    comps = [2] * 12
+    # Costed per row, 7 + 12 * (10 - 7 + 2) = 67 > 40 would split them; each state once: 7 + 3 * 3 + 12 * 2 = 40.
+    shared, rest = pack_by_prefix(prompts, comps, 40)
+    assert shared == [sorted(range(12), key=lambda i: (prompts[i], 0))] and rest == []
+    shared, rest = pack_by_prefix(prompts, comps, 39)  # one row over: the last row goes on alone
+    assert [len(g) for g in shared] == [11] and len(rest) == 1
 
 
 def test_pack_by_prefix_keeps_prefix_groups_together_within_the_budget() -> None:
