@@ -133,8 +133,8 @@ def test_bad_configs_of_several_policies_are_one_line(tiny_model_dir: Path, tmp_
         load_config(CONFIG, [*base, "policies.p1.learner={lrr: 0.1}"])
     with pytest.raises(ConfigError, match=r"policies.p1.learner.lr"):
         load_config(CONFIG, [*base, "policies.p1.learner={lr: -1}"])
-    cfg = load_config(CONFIG, [*base, "train.league.enabled=true"])
-    with pytest.raises(ConfigError, match=r"p0, p1 are all trainable; train.league supports one trainable policy"):
+    cfg = load_config(CONFIG, [*base, "train.league.enabled=true", "learner.lora={r: 4}", "policies.p1.backend=vllm"])
+    with pytest.raises(ConfigError, match=r"p0, p1 are all trainable; a league of adapters on vLLM .* supports one "):
         Trainer(cfg, tmp_path / "league")
     bad = tmp_path / "twice.yaml"  # YAML would keep the last of two equal keys: a seat given two policies
     bad.write_text(Path(trainer_module.__file__).parents[1].joinpath("games/openspiel/kuhn.players.yaml").read_text()
@@ -150,3 +150,54 @@ def test_a_policy_learns_with_its_own_settings(tiny_model_dir: Path, tmp_path: P
     trainer = Trainer(cfg, tmp_path / "run")
     lrs = {u.name: u.learner.optimizer.param_groups[0]["lr"] for u in trainer.trained}
     assert lrs["p1"] == pytest.approx(1e-9) and lrs["p0"] == pytest.approx(1e-2)
+
+
+LEAGUE = ["train.league.enabled=true", "train.league.share=0.5", "train.league.sampler=uniform",
+          "train.league.pool_size=1", "train.league.eval_every=3", "train.league.eval_games=2",
+          "train.league.bootstrap=20", "train.steps=3", "train.keep_checkpoints=1"]
+
+
+def test_a_league_of_two_policies_draws_each_seats_past_from_its_own_pool(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Each policy's checkpoints join its own pool (league/pool/<policy>/); every game gives one of the two
+    trainable seats to a past member of the policy that owns that seat, never trained; the rated match
+    seats each member in its own policy's seat; and a kill and --resume replays the league exactly."""
+    torch.set_num_threads(1)
+    straight = make(tiny_model_dir, tmp_path / "straight", *LEAGUE)
+    straight.run()
+    league = straight.league
+    names = [m.name for m in league.members]
+    assert names == ["p0/base", "p1/base", "p0/step_000003", "p1/step_000003"], names  # pool_size 1: the newest
+    pool = tmp_path / "straight" / "league" / "pool"
+    assert sorted(p.name for p in pool.iterdir()) == ["p0", "p1"]
+    assert [p.name for p in (pool / "p1").iterdir()] == ["step_000003"]  # older members pruned with their checkpoints
+    episodes, _ = straight.play_step(4)
+    for ep in episodes:
+        by_seat = {t.seat: t.policy for t in ep.turns}
+        past = {s: p for s, p in by_seat.items() if p.startswith("league/")}
+        assert len(past) == 1, by_seat  # share 0.5 of 2 trainable seats
+        (seat, policy), = past.items()
+        assert policy == {"player_0": "league/p0", "player_1": "league/p1"}[seat]
+        assert by_seat[{"player_0": "player_1", "player_1": "player_0"}[seat]] in ("p0", "p1")
+    assert {t.policy for ep in episodes for t in ep.turns} >= {"league/p0", "league/p1"}  # both pools drawn
+    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    assert last["league/p0/opponent_turns"] + last["league/p1/opponent_turns"] > 0
+    assert last["league/rated_games"] == 2 * len(names)
+    assert last["league/rating_low"] <= last["league/rating"] <= last["league/rating_high"]
+
+    make(tiny_model_dir, tmp_path / "resumed", *LEAGUE).run(max_steps=2)
+    resumed = make(tiny_model_dir, tmp_path / "resumed", *LEAGUE, resume=True)
+    resumed.run()
+    for name in ("p0", "p1"):
+        assert same(weights(straight, name), weights(resumed, name)), name
+
+    def state(run: Path) -> dict:
+        return json.loads((run / "checkpoints" / "step_000003" / "league" / "state.json").read_text())
+
+    assert state(tmp_path / "resumed") == state(tmp_path / "straight")
+
+    def league_rows(run: Path) -> list[dict]:
+        return [{k: v for k, v in json.loads(line).items() if k.startswith("league/")}
+                for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    assert league_rows(tmp_path / "resumed") == league_rows(tmp_path / "straight")

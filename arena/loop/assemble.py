@@ -101,7 +101,8 @@ def check_trainable(cfg: ArenaConfig, seats: list[str], dist: Dist = SINGLE) -> 
     check_trainable_seats(cfg, seats, "config")
     if len(cfg.trainables) > 1:
         several = f"policies: {', '.join(cfg.trainables)} are all trainable"
-        unsupported = [("train.league", cfg.train.league.enabled), ("train.warm_start", cfg.train.warm_start is not None),
+        unsupported = [("a league of adapters on vLLM (train.league with learner.lora and backend vllm)",
+                        adapter_league(cfg)), ("train.warm_start", cfg.train.warm_start is not None),
                        ("train.async", bool(cfg.train.async_ and cfg.train.async_.max_staleness)),
                        ("several ranks", dist.active)]
         unsupported += [(f"policies.{n}.learner.backend deepspeed", cfg.learner_for(n).backend == "deepspeed")
@@ -203,11 +204,13 @@ def shared_engine_policies(cfg: ArenaConfig, groups: dict[str, list[str]], extra
 
 
 def adapter_league(cfg: ArenaConfig) -> bool:
-    """``train.league`` whose members are adapters served on the trainable policy's vLLM engine: a LoRA policy
+    """``train.league`` whose members are adapters served on a trainable policy's vLLM engine: a LoRA policy
     with backend vllm (arena/loop/league.py, "Members as adapters")."""
-    spec = cfg.policies.get(cfg.trainable or "")
-    return (cfg.train.league.enabled and isinstance(spec, ModelPolicySpec) and spec.backend == "vllm"
-            and cfg.learner_for(cfg.trainable).lora is not None)  # type: ignore[arg-type]
+    def served(name: str) -> bool:
+        spec = cfg.policies.get(name)
+        return isinstance(spec, ModelPolicySpec) and spec.backend == "vllm" and cfg.learner_for(name).lora is not None
+
+    return cfg.train.league.enabled and any(served(n) for n in cfg.trainables)
 
 
 def league_member_policy(cfg: ArenaConfig, trainable: Any, spec: ModelPolicySpec | str, name: str) -> Any:

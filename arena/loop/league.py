@@ -35,6 +35,18 @@ Rated matches
     ``league/rating_low``, ``league/rating_high``: metrics.jsonl, TensorBoard
     and the plot show whether the run still improves against its past.
 
+Several trainable policies
+    Each trainable policy has its own pool: ``<policy>/base``, the bots
+    (``<policy>/scripted:cfr``) and its own checkpoints (``<policy>/step_NNNNNN``
+    in ``league/pool/<policy>/``, ``pool_size`` each). Each step draws one
+    member per policy (salted by the policy's index); in every game
+    ``round(share * K)`` of all ``K`` trainable seats are drawn and each is
+    played by the member of the policy that owns it, as policy
+    ``league/<policy>``. Results count the current policies' seats against the
+    member's (``league/<policy>/...`` metrics). A rated match seats each member
+    in one seat of its own policy and the current policies in the others
+    (:meth:`League.own_seat_tables`). One member per policy is in memory.
+
 Memory
     Members are loaded on demand: one member at a time holds a model in
     memory (the step's opponent; the rated match plays member after member),
@@ -76,6 +88,7 @@ class Member:
     name: str
     model: str  # a model name or folder the policy table resolves
     step: int
+    policy: str = ""  # the trainable policy whose past this is ("": the run's only trainable policy)
 
 
 # ------------------------------------------------------------------ samplers
@@ -117,13 +130,18 @@ def is_bot(member: Member) -> bool:
     return member.model.startswith("scripted:")
 
 
+def is_base(member: Member) -> bool:
+    """A trainable policy's starting model (``base``, or ``<policy>/base`` with several trainable policies)."""
+    return member.name.rsplit("/", 1)[-1] == BASE
+
+
 class LeagueConfig(BaseModel):
     """An opponent pool of past checkpoints inside training, and rated matches. Off by default."""
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = Field(default=False, description="Play some seats with past checkpoints and rate the run against them.")
-    pool_size: int = Field(default=4, ge=0, description="Past checkpoints kept in the pool, besides the base model "
+    pool_size: int = Field(default=4, ge=0, description="Past checkpoints kept in the pool (per trainable policy), besides the base model "
                            "(independent of keep_checkpoints); 0: no checkpoint joins it (a pool of the bots, and base "
                            "if include_base).")
     include_base: bool = Field(default=True, description="The starting model is a member ('base', the ratings' anchor).")
@@ -170,102 +188,157 @@ class League:
         self.make_policy = make_policy
         self.together = together
         self.trainable = cfg.trainable
-        self.spec = cfg.policies[cfg.trainable]
+        self.trainables: list[str] = list(cfg.trainables)
+        self.several = len(self.trainables) > 1
+        self.specs = {name: cfg.policies[name] for name in self.trainables}
+        self.spec = self.specs[self.trainable]
         self.seat_rules = dict(cfg.seat_table())
         seats = runner.envs[0].possible_agents
-        self.learner_seats = [s for s in seats if runner.seats.policy_for(s) == self.trainable]
-        self.members: list[Member] = [Member(BASE, self.spec.model, 0)] if self.lc.include_base else []
-        self.members += [Member(bot, bot, 0) for bot in dict.fromkeys(self.lc.bots)]  # fixed: never pruned
+        self.owner = {s: runner.seats.policy_for(s) for s in seats if runner.seats.policy_for(s) in self.specs}
+        self.learner_seats = list(self.owner)  # every seat a trainable policy plays, in the game's order
+        self.members: list[Member] = []
+        for name in self.trainables:  # each trainable policy's base and the bots: fixed, never pruned
+            tag = name if self.several else ""
+            if self.lc.include_base:
+                self.members.append(Member(self._named(name, BASE), self.specs[name].model, 0, tag))
+            self.members += [Member(self._named(name, bot), bot, 0, tag) for bot in dict.fromkeys(self.lc.bots)]
         for bot in self.lc.bots:  # a typo fails here, before any game
             self.make_policy(bot, OPPONENT)
         self.stats: dict[str, tuple[float, float]] = {}  # member -> (learner's wins, games), ties count half
         self.ratings: list[dict[str, float]] = []
-        self.loaded: str | None = None
-        self.current: Member | None = None  # this step's opponent
-        sampling = runner.sampling  # the opponent samples like the trainable policy
-        runner.sampling = lambda policy, phase: sampling(self.trainable if is_opponent(policy) else policy, phase)
+        self.loaded: dict[str, str] = {}  # trainable policy -> the member its opponent policy holds
+        self.current: dict[str, Member] = {}  # this step's opponents, by the trainable policy they stand in for
+        sampling = runner.sampling  # an opponent samples like the trainable policy it stands in for
+        runner.sampling = lambda policy, phase: sampling(self.stands_for(policy) if is_opponent(policy) else policy, phase)
+
+    # -------------------------------------------------------------- names
+    def _named(self, policy: str, member: str) -> str:
+        """A member's name: ``step_000004``, or ``p1/step_000004`` with several trainable policies."""
+        return f"{policy}/{member}" if self.several else member
+
+    def opponent(self, policy: str) -> str:
+        """The policy name a past ``policy`` plays under: ``league``, or ``league/<policy>`` with several."""
+        return f"{OPPONENT}/{policy}" if self.several else OPPONENT
+
+    def stands_for(self, policy: str) -> str:
+        """The trainable policy an opponent policy name (``league``, ``league/p1``, ``league/p1/step_4``) stands in for."""
+        return policy.split("/")[1] if self.several else self.trainable
+
+    def owner_of(self, member: Member) -> str:
+        return member.policy or self.trainable
+
+    def pool(self, policy: str) -> list[Member]:
+        """``policy``'s members: its base, the bots and its own past checkpoints."""
+        return [m for m in self.members if self.owner_of(m) == policy]
 
     # -------------------------------------------------------------- pool
     def pool_dir(self) -> Path:
         return self.run_dir / "league" / "pool"
 
-    def add_member(self, step: int, model: Any, tokenizer: Any) -> None:
-        """The current weights join the pool as ``step_NNNNNN``; the oldest checkpoint member leaves (with
-        ``pool_size: 0`` nothing is written and nothing joins)."""
+    def add_member(self, step: int, model: Any, tokenizer: Any, policy: str | None = None) -> None:
+        """``policy``'s current weights (the only trainable policy's by default) join the pool as
+        ``step_NNNNNN`` (``<policy>/step_NNNNNN`` with several, in ``league/pool/<policy>/``); that
+        policy's oldest checkpoint member leaves (with ``pool_size: 0`` nothing is written and nothing joins)."""
         if self.lc.pool_size == 0:
             return
-        name = f"step_{step:06d}"
-        final = self.pool_dir() / name
-        tmp = self.pool_dir() / f".tmp-{name}"
+        policy = policy or self.trainable
+        folder = self.pool_dir() / policy if self.several else self.pool_dir()
+        step_name = f"step_{step:06d}"
+        name = self._named(policy, step_name)
+        final = folder / step_name
+        tmp = folder / f".tmp-{step_name}"
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if final.exists():
             shutil.rmtree(final)
         os.rename(tmp, final)
-        self.members = [m for m in self.members if m.name != name] + [Member(name, f"league/pool/{name}", step)]
-        past = [m for m in self.members if m.name != BASE and not is_bot(m)]
+        joined = Member(name, final.relative_to(self.run_dir).as_posix(), step, policy if self.several else "")
+        self.members = [m for m in self.members if m.name != name] + [joined]
+        past = [m for m in self.pool(policy) if not is_base(m) and not is_bot(m)]
         for old in past[: max(0, len(past) - self.lc.pool_size)]:
             self.members.remove(old)
             self.stats.pop(old.name, None)
 
     def prune(self, checkpoints: Sequence[Path]) -> None:
         """Delete member folders that neither the pool nor any kept checkpoint names."""
-        keep = {m.name for m in self.members}
+        keep = {m.model for m in self.members}
         for ckpt in checkpoints:
             state = ckpt / "league" / "state.json"
             if state.is_file():
-                keep |= {m["name"] for m in json.loads(state.read_text())["members"]}
-        if self.pool_dir().is_dir():
-            for folder in self.pool_dir().iterdir():
-                if folder.name not in keep:
+                keep |= {m["model"] for m in json.loads(state.read_text())["members"]}
+        homes = [self.pool_dir() / p for p in self.trainables] if self.several else [self.pool_dir()]
+        for home in homes:
+            for folder in home.iterdir() if home.is_dir() else ():
+                if folder.relative_to(self.run_dir).as_posix() not in keep:
                     shutil.rmtree(folder, ignore_errors=True)
 
-    def activate(self, member: Member) -> None:
-        """Load ``member`` as policy ``league`` (the previous one is dropped first: one in memory)."""
-        if self.loaded == member.name and OPPONENT in self.runner.policies:
-            return
-        self.runner.policies.pop(OPPONENT, None)
-        self.loaded = None
-        self.runner.policies[OPPONENT] = self.member_policy(member, OPPONENT)
-        self.loaded = member.name
+    def activate(self, member: Member) -> str:
+        """Load ``member`` as its opponent policy (``league``, or ``league/<policy>`` with several), dropping
+        the one that policy held first: one member per trainable policy in memory. ``->`` that policy name."""
+        policy = self.owner_of(member)
+        name = self.opponent(policy)
+        if self.loaded.get(policy) == member.name and name in self.runner.policies:
+            return name
+        self.runner.policies.pop(name, None)
+        self.loaded.pop(policy, None)
+        self.runner.policies[name] = self.member_policy(member, name)
+        self.loaded[policy] = member.name
+        return name
 
     def member_policy(self, member: Member, name: str) -> Any:
-        """``member`` as a policy named ``name``: a bot, or its folder with the trainable policy's settings."""
+        """``member`` as a policy named ``name``: a bot, or its folder with its trainable policy's settings."""
         if is_bot(member):  # a scripted opponent: make_policy takes its "scripted:<bot>" name
             return self.make_policy(member.model, name)
-        model = member.model if member.name == BASE else str(self.run_dir / member.model)  # members live in the run
-        spec = self.spec.model_copy(update={"model": model, "trainable": False, "frozen": True, "backend": "hf"})
+        model = member.model if is_base(member) else str(self.run_dir / member.model)  # members live in the run
+        spec = self.specs[self.owner_of(member)].model_copy(
+            update={"model": model, "trainable": False, "frozen": True, "backend": "hf"})
         return self.make_policy(spec, name)
 
     # -------------------------------------------------------------- training games
-    def _rng(self, step: int, salt: int) -> np.random.Generator:
-        return np.random.default_rng([self.cfg.train.seed, step, salt])
+    def seat_map(self, seats: Mapping[str, str]) -> Any:
+        """The config's seat table with ``seats`` (seat -> policy) put first: a seat named there is played as
+        named, even where the config names that seat itself (``player_1: p1``)."""
+        from arena.runner import SeatMap
 
-    def draw(self, step: int) -> Member | None:
+        return SeatMap(dict(seats) | {k: v for k, v in self.seat_rules.items() if k not in seats})
+
+    def _rng(self, step: int, *salt: int) -> np.random.Generator:
+        return np.random.default_rng([self.cfg.train.seed, step, *salt])
+
+    def draw(self, step: int) -> dict[str, Member]:
+        """The step's opponent of each trainable policy with members (one draw from its own pool); none when
+        ``share`` is 0 or fewer than two seats are trainable."""
         if not self.members or self.lc.share == 0 or len(self.learner_seats) < 2:
-            return None
-        return SAMPLERS[self.lc.sampler](self.members, self.stats, self._rng(step, 0), self.lc.pfsp_power)
+            return {}
+        draw = SAMPLERS[self.lc.sampler]
+        if not self.several:
+            return {self.trainable: draw(self.members, self.stats, self._rng(step, 0), self.lc.pfsp_power)}
+        return {name: draw(self.pool(name), self.stats, self._rng(step, 0, i), self.lc.pfsp_power)
+                for i, name in enumerate(self.trainables) if self.pool(name)}
 
     def opponent_count(self) -> int:
         k = len(self.learner_seats)
         return min(k - 1, max(1, round(self.lc.share * k))) if self.lc.share > 0 else 0
 
     def assign(self, step: int, specs: Sequence[Any]) -> list[Any]:
-        """The step's games with the drawn member in some trainable seats of each game."""
-        from arena.runner import EpisodeSpec, SeatMap
+        """The step's games with past members in some trainable seats of each game: ``opponent_count()`` of
+        all the trainable seats, drawn per game among the seats of policies that drew a member; each such
+        seat is played by the member drawn from the pool of the policy that owns the seat."""
+        from arena.runner import EpisodeSpec
 
-        member = self.draw(step)
-        self.current = member
-        if member is None:
+        self.current = drawn = self.draw(step)
+        if not drawn:
             return list(specs)
-        self.activate(member)
+        names = {policy: self.activate(member) for policy, member in drawn.items()}
+        seats = [s for s in self.learner_seats if self.owner[s] in drawn]
+        count = min(self.opponent_count(), len(seats))
         rng = self._rng(step, 1)
         out = []
         for spec in specs:
-            chosen = rng.choice(len(self.learner_seats), size=self.opponent_count(), replace=False)
-            rules = {self.learner_seats[int(k)]: OPPONENT for k in sorted(chosen)} | self.seat_rules
-            out.append(EpisodeSpec(seed=spec.seed, options=spec.options, seats=SeatMap(rules)))
+            chosen = rng.choice(len(seats), size=count, replace=False)
+            rules = {seats[int(k)]: names[self.owner[seats[int(k)]]] for k in sorted(chosen)}
+            out.append(EpisodeSpec(seed=spec.seed, options=spec.options, seats=self.seat_map(rules)))
         return out
 
     def after_step(self, step: int, episodes: Sequence[Any]) -> dict[str, float]:
@@ -276,32 +349,34 @@ class League:
         return row
 
     def _record(self, episodes: Sequence[Any]) -> dict[str, float]:
-        member = self.current
+        """Each drawn member's results: the current policies' seats (any trainable policy) against its seats,
+        pairwise by rank; metrics ``league/...``, or ``league/<policy>/...`` with several trainable policies."""
         row: dict[str, float] = {"league/pool_size": float(len(self.members))}
-        if member is None:
-            return row
-        scores, opp_rewards, opp_turns = [], [], 0
-        for ep in episodes:
-            by_seat = {t.seat: t.policy for t in ep.turns}
-            opp = [s for s, p in by_seat.items() if p == OPPONENT]
-            mine = [s for s, p in by_seat.items() if p == self.trainable]
-            opp_turns += sum(t.policy == OPPONENT for t in ep.turns)
-            opp_rewards += [ep.rewards.get(s, 0.0) for s in opp]
-            pairs = [1.0 if ep.outcome[a].rank < ep.outcome[b].rank else 0.0 if ep.outcome[a].rank > ep.outcome[b].rank
-                     else 0.5 for a in mine for b in opp if a in ep.outcome and b in ep.outcome]
-            if pairs:
-                scores.append(float(np.mean(pairs)))
-        wins, games = self.stats.get(member.name, (0.0, 0.0))
-        self.stats[member.name] = (wins + sum(scores), games + len(scores))
-        row |= {"league/opponent_step": float(member.step), "league/opponent_turns": float(opp_turns),
-                "league/score_vs_opponent": float(np.mean(scores)) if scores else math.nan,
-                "league/opponent_reward": float(np.mean(opp_rewards)) if opp_rewards else math.nan}
+        for policy, member in self.current.items():
+            name = self.opponent(policy)
+            scores, opp_rewards, opp_turns = [], [], 0
+            for ep in episodes:
+                by_seat = {t.seat: t.policy for t in ep.turns}
+                opp = [s for s, p in by_seat.items() if p == name]
+                mine = [s for s, p in by_seat.items() if p in self.specs]
+                opp_turns += sum(t.policy == name for t in ep.turns)
+                opp_rewards += [ep.rewards.get(s, 0.0) for s in opp]
+                pairs = [1.0 if ep.outcome[a].rank < ep.outcome[b].rank else 0.0 if ep.outcome[a].rank > ep.outcome[b].rank
+                         else 0.5 for a in mine for b in opp if a in ep.outcome and b in ep.outcome]
+                if pairs:
+                    scores.append(float(np.mean(pairs)))
+            wins, games = self.stats.get(member.name, (0.0, 0.0))
+            self.stats[member.name] = (wins + sum(scores), games + len(scores))
+            key = f"league/{policy}/" if self.several else "league/"
+            row |= {f"{key}opponent_step": float(member.step), f"{key}opponent_turns": float(opp_turns),
+                    f"{key}score_vs_opponent": float(np.mean(scores)) if scores else math.nan,
+                    f"{key}opponent_reward": float(np.mean(opp_rewards)) if opp_rewards else math.nan}
         return row
 
     # -------------------------------------------------------------- rated matches
     def rated_match(self, step: int) -> dict[str, float]:
         """The current policy against every member on held-out seeds; its Bradley-Terry rating vs base."""
-        from arena.runner import EpisodeSpec, SeatMap
+        from arena.runner import EpisodeSpec
         from arena.stats.heldout import held_out_seeds
         from arena.stats.ratings import bradley_terry, game_from_outcome
         from arena.stats.seating import schedule
@@ -314,15 +389,16 @@ class League:
         rounds = math.ceil(self.lc.eval_games / n)
         batch: list[tuple[Any, Any]] = []  # (table, spec) of the members served at once
         for k, member in enumerate(self.members):
-            name = f"{OPPONENT}/{member.name}" if self.together else OPPONENT
+            name = f"{OPPONENT}/{member.name}" if self.together else self.activate(member)
             if self.together:
                 self.runner.policies[name] = self.member_policy(member, name)
+            if self.several:  # the member in one seat of its own policy, the current policies in the others
+                tables = self.own_seat_tables(member, layouts)
             else:
-                self.activate(member)
-            tables = schedule(["current", member.name], self.learner_seats, rounds, seed=step, layouts=layouts)
+                tables = schedule(["current", member.name], self.learner_seats, rounds, seed=step, layouts=layouts)
             seeds = held_out_seeds(1000 + step * 64 + k, len(tables))
-            batch += [(t, EpisodeSpec(seed=s, options=dict(t.options), seats=SeatMap(
-                {seat: self.trainable if p == "current" else name for seat, p in t.seating.items()} | self.seat_rules)))
+            batch += [(t, EpisodeSpec(seed=s, options=dict(t.options), seats=self.seat_map(
+                {seat: self.owner[seat] if p == "current" else name for seat, p in t.seating.items()})))
                 for t, s in zip(tables, seeds, strict=True)]
             if not self.together or k == len(self.members) - 1:  # one member at a time, or all of them at once
                 for (t, _), ep in zip(batch, self.runner.play([spec for _, spec in batch]), strict=True):
@@ -330,7 +406,7 @@ class League:
                 batch = []
         for member in self.members if self.together else ():
             self.runner.policies.pop(f"{OPPONENT}/{member.name}", None)
-        anchor = BASE if any(m.name == BASE for m in self.members) else self.members[0].name
+        anchor = next((m.name for m in self.members if is_base(m)), self.members[0].name)
         names = [m.name for m in self.members] + ["current"]
         fit = bradley_terry(games, names, anchor=anchor, rounds=self.lc.bootstrap, seed=step)
         entry = {"step": float(step), "rating": fit.rating["current"], "low": fit.low["current"],
@@ -338,6 +414,16 @@ class League:
         self.ratings.append(entry)
         return {"league/rating": entry["rating"], "league/rating_low": entry["low"], "league/rating_high": entry["high"],
                 "league/rated_games": entry["games"]}
+
+    def own_seat_tables(self, member: Member, layouts: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """``eval_games`` tables for a member of one of several trainable policies: it sits in one of its own
+        policy's seats (cycled), the current policies in every other trainable seat; layouts cycled too."""
+        from arena.stats.seating import Table
+
+        own = [s for s in self.learner_seats if self.owner[s] == self.owner_of(member)]
+        return [Table(index=j, round=j // len(own), options=dict(layouts[(j // len(own)) % len(layouts)]),
+                      seating={s: member.name if s == own[j % len(own)] else "current" for s in self.learner_seats})
+                for j in range(self.lc.eval_games)]
 
     # -------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
@@ -352,4 +438,4 @@ class League:
         self.members = [Member(**m) for m in data["members"]]
         self.stats = {k: (float(v[0]), float(v[1])) for k, v in data["stats"].items()}
         self.ratings = list(data["ratings"])
-        self.loaded = None
+        self.loaded = {}

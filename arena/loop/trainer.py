@@ -339,7 +339,8 @@ class Trainer:
                 optimizer = {"optimizer": [r.pop("optimizer") for r in ranks]}
             extra["ranks"] = lambda folder: [torch.save(r, folder / f"rank_{i}.pt") for i, r in enumerate(ranks) if i]
         if self.league is not None and self.step > 0:  # the checkpoint's weights join the pool (not the warm start's)
-            self.league.add_member(self.step, self.learner.module, self.tokenizer)
+            for unit in self.trained:  # each trainable policy's weights join its own pool
+                self.league.add_member(self.step, unit.learner.module, unit.tokenizer, unit.name)
             extra["league"] = self.league.save
         if self.responders is not None:
             extra["responders"] = self.responders.save
