@@ -5,8 +5,15 @@ matmuls run 3-6x faster than float32; on an AVX2-only CPU, torch has no bf16
 GEMM kernel and falls back to a reference loop (``cpublas_gemm_impl``) that was
 over 100x slower: a 2-step SpyRL run that takes about a minute in float32 was
 still in its second backward pass after 40 minutes under bf16 autocast. So
-``dtype: auto`` (the default) and ``autocast_bf16: auto`` pick bf16 on CUDA and on
-CPUs that advertise bf16 instructions, float32 elsewhere.
+``dtype: auto`` (the default) and ``autocast_bf16: auto`` pick bf16 on CUDA, float32 on
+CPUs that do not advertise bf16 instructions, and on CPUs that do, the faster of the two
+by measurement: :func:`bf16_matmul_speedup` times a matmul of the built-in model's MLP
+shape (256 x 576 by 576 x 1536, the process's threads, best of 5) in both dtypes once per
+process, and bf16 is chosen when it is at least ``BF16_MIN_SPEEDUP`` (1.2x) faster
+(:func:`choose_cpu_dtype`). On the avx512_bf16 dev host it measured 2-5x, where whole bf16
+steps were 1.2-2.9x faster (bench/RESULTS.md); a host that lists the flags but emulates them
+(a VM, a throttled core) falls back to float32. A flag-less CPU is not measured: its bf16
+path is the reference loop above, 100x slower.
 
 ``ARENA_AUTO_DTYPE`` (``float32``, ``bfloat16`` or ``float16``) makes ``auto`` that dtype on
 every device instead, whatever the hardware: the test suite sets ``float32`` so that a test
@@ -43,6 +50,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+BF16_MIN_SPEEDUP = 1.2  # bf16 matmuls must beat float32's by this much for auto to pick bf16 on a CPU
 AUTO_DTYPE_ENV = "ARENA_AUTO_DTYPE"
 DTYPES = ("float32", "bfloat16", "float16")
 THREADS_ENV = "OMP_NUM_THREADS"
@@ -75,6 +83,39 @@ def forced_auto_dtype() -> str | None:
     return value
 
 
+@functools.cache
+def bf16_matmul_speedup(rows: int = 256, inner: int = 576, cols: int = 1536, repeats: int = 5) -> float:
+    """float32 time / bf16 time of one ``(rows x inner) @ (inner x cols)`` matmul on this CPU, best of
+    ``repeats`` each after a warm-up, with the process's threads; measured once per process."""
+    import time
+
+    import torch
+
+    def best(a: torch.Tensor, b: torch.Tensor) -> float:
+        torch.matmul(a, b)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.matmul(a, b)
+            times.append(time.perf_counter() - start)
+        return max(min(times), 1e-9)
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(rows, inner, generator=gen), torch.randn(inner, cols, generator=gen)
+    return best(a, b) / best(a.bfloat16(), b.bfloat16())
+
+
+def choose_cpu_dtype(flags: Sequence[str], speedup: float | None) -> tuple[str, str]:
+    """``auto`` on a CPU: float32 without native bf16 ``flags``; with them, bfloat16 when bf16 matmuls measured
+    at least ``BF16_MIN_SPEEDUP`` times float32's speed (``speedup``), else float32. ``->`` (dtype, reason)."""
+    if not flags:
+        return "float32", f"no native bf16 instructions ({' or '.join(BF16_CPU_FLAGS)}), where bf16 matmuls are far slower"
+    listed = f"this CPU lists {' and '.join(flags)}"
+    if speedup is not None and speedup >= BF16_MIN_SPEEDUP:
+        return "bfloat16", f"{listed}; bf16 matmuls measured {speedup:.1f}x float32's"
+    return "float32", f"{listed}, but bf16 matmuls measured {speedup:.2f}x float32's (bf16 needs {BF16_MIN_SPEEDUP}x)"
+
+
 def auto_dtype(device: str = "cpu") -> tuple[str, str]:
     """What ``dtype: auto`` picks on ``device``, and the reason in words."""
     forced = forced_auto_dtype()
@@ -83,9 +124,8 @@ def auto_dtype(device: str = "cpu") -> tuple[str, str]:
     if device.startswith("cuda"):
         return "bfloat16", "a CUDA device"
     flags = cpu_bf16_flags() if device.split(":")[0] == "cpu" else ()
-    if flags:
-        return "bfloat16", f"this CPU lists {' and '.join(flags)}"
-    return "float32", f"{device}: no native bf16 instructions ({' or '.join(BF16_CPU_FLAGS)}), where bf16 matmuls are far slower"
+    dtype, why = choose_cpu_dtype(flags, bf16_matmul_speedup() if flags else None)
+    return dtype, why if flags else f"{device}: {why}"
 
 
 def fast_bf16(device: str = "cpu") -> bool:
