@@ -86,6 +86,19 @@ METHODS: dict[str, Method] = {
         # ways round by the frozen base model (the only judge here; the paper uses GPT-4o).
         pairwise=["games/lsp/lsp.yaml", "--base", "judge", "--judge", "judge", "--limit", "32", "--max-new-tokens", "64"],
     ),
+    # Several trainable policies (issue #36): LSP-Zero with the challenger and the solvers as two policies
+    # (lsp.roles.yaml: `learner` the solvers, `challenger` the challenger) against the same game with shared
+    # weights (lsp.yaml in lsp_zero mode), at lsp's budget and seeds. The checkpoint's model/ is the solver in
+    # both, so the solver's capability is measured alike: held-out template queries, as for lsp.
+    "lsp_roles": Method(
+        arms={"separate": ("games/lsp/lsp.roles.yaml", []), "shared": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero"])},
+        train=["train.steps=16", "train.games_per_step=4", "train.checkpoint_every=16", "game.n_solvers=8",
+               "learner.lr=2.0e-5"],
+        evals={"heldout": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=4"], 40),
+               "heldout_t0.01": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=1",
+                                                        "policies.learner.sampling.temperature=0.01"], 80)},
+        metrics=["game/R", "game/answer_words"],
+    ),
     # AUSO against trajectory-level GRPO on household, both from the same warm start. Capability: success
     # on held-out worlds, in-domain task types and held-out task types.
     "household": Method(

@@ -103,6 +103,13 @@ def test_configs_load_with_lsp_estimators() -> None:
         assert cfg.learner.loss == "reinforce" and cfg.learner.beta == 0.05
     paper = load_config("games/lsp/lsp.paper.yaml")
     assert paper.policies["rm"].model == "Skywork/Skywork-Reward-V2-Llama-3.2-3B"
+    # Two trainable policies (issue #36): the solvers are `learner` (the checkpoint's model/), the challenger
+    # its own policy; otherwise lsp.yaml in lsp_zero mode, the shared-weight arm of bench/methods.py lsp_roles.
+    roles, shared = load_config("games/lsp/lsp.roles.yaml"), load_config("games/lsp/lsp.yaml", ["game.mode=lsp_zero"])
+    assert roles.trainables == ["learner", "challenger"] and roles.game.settings == shared.game.settings
+    assert dict(roles.seat_table()) == {"challenger_*": "challenger", "solver_*": "learner", "judge_*": "judge"}
+    assert roles.learner == shared.learner and roles.train.steps == shared.train.steps
+    assert roles.policies["challenger"].phase_sampling == shared.policies["learner"].phase_sampling
 
 
 def test_a_config_that_omits_the_keys_gets_the_papers_settings() -> None:
