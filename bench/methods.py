@@ -55,6 +55,16 @@ class Method:
 # LSP's held-out games: the scripted `template` challenger asks, the learner's solvers answer, the verifier scores.
 LSP_TEMPLATE = ["game.mode=lsp_zero", "game.challenger_prefix=''",
                 "seats={'challenger_*': 'scripted:template', 'solver_*': learner}"]
+# LSP's training budget: G = 8 solvers per query: at the base's accuracy of about 0.06, a group of 2 has reward
+# variance (a learning signal) in about 11% of queries, a group of 8 in about 40%. The first run of this benchmark
+# (G = 2, 10 steps, lr 1e-5) moved neither arm's interval clear of the base but LSP-Zero's pooled one
+# (bench/METHODS.md).
+LSP_TRAIN = ["train.steps=16", "train.games_per_step=4", "train.checkpoint_every=16", "game.n_solvers=8",
+             "learner.lr=2.0e-5"]
+LSP_EVALS = {"heldout": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=4"], 40),
+             # The paper's evaluation temperature, 0.01: one near-greedy answer to each of 80 queries.
+             "heldout_t0.01": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=1",
+                                                      "policies.learner.sampling.temperature=0.01"], 80)}
 SPY_GRPO = "learner.estimators.perform={name: grpo, group_by: [phase, role]}"
 METHODS: dict[str, Method] = {
     # SpyRL: RAE (role-conditioned baselines) against plain GRPO per role on the perform phase; the
@@ -70,17 +80,7 @@ METHODS: dict[str, Method] = {
     # whole numbers from 1 to 20 and + or -, the training template's family), judged by the verifier.
     "lsp": Method(
         arms={"LSP": ("games/lsp/lsp.yaml", []), "LSP-Zero": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero"])},
-        # G = 8 solvers per query: at the base's accuracy of about 0.06, a group of 2 has reward variance
-        # (a learning signal) in about 11% of queries, a group of 8 in about 40%. The first run of this
-        # benchmark (G = 2, 10 steps, lr 1e-5) moved neither arm's interval clear of the base but LSP-Zero's
-        # pooled one (bench/METHODS.md).
-        train=["train.steps=16", "train.games_per_step=4", "train.checkpoint_every=16", "game.n_solvers=8",
-               "learner.lr=2.0e-5"],
-        evals={"heldout": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=4"], 40),
-               # The paper's evaluation temperature, 0.01: one near-greedy answer to each of 80 queries.
-               "heldout_t0.01": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=1",
-                                                        "policies.learner.sampling.temperature=0.01"], 80)},
-        metrics=["game/R", "game/answer_words"],
+        train=LSP_TRAIN, evals=LSP_EVALS, metrics=["game/R", "game/answer_words"],
         # The paper's other yardstick: the win rate against the base model on held-out instructions (the
         # 32 first of arena/games/lsp/data/instructions.jsonl, greedy answers of up to 64 tokens), judged both
         # ways round by the frozen base model (the only judge here; the paper uses GPT-4o).
@@ -92,12 +92,7 @@ METHODS: dict[str, Method] = {
     # both, so the solver's capability is measured alike: held-out template queries, as for lsp.
     "lsp_roles": Method(
         arms={"separate": ("games/lsp/lsp.roles.yaml", []), "shared": ("games/lsp/lsp.yaml", ["game.mode=lsp_zero"])},
-        train=["train.steps=16", "train.games_per_step=4", "train.checkpoint_every=16", "game.n_solvers=8",
-               "learner.lr=2.0e-5"],
-        evals={"heldout": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=4"], 40),
-               "heldout_t0.01": ("games/lsp/lsp.yaml", [*LSP_TEMPLATE, "game.n_solvers=1",
-                                                        "policies.learner.sampling.temperature=0.01"], 80)},
-        metrics=["game/R", "game/answer_words"],
+        train=LSP_TRAIN, evals=LSP_EVALS, metrics=["game/R", "game/answer_words"],
     ),
     # AUSO against trajectory-level GRPO on household, both from the same warm start. Capability: success
     # on held-out worlds, in-domain task types and held-out task types.
