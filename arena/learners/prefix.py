@@ -13,7 +13,7 @@ micro-batch and the rows' suffixes (the rest of the prompt, then the completion)
   ``c + rows * (P - c + T)`` with ``P`` the longest prompt and ``T`` the longest completion
   (prompts are left-padded and completions right-padded, each to its own longest); when the rows
   hold only ``k < rows`` distinct prompts, each runs once (``arena.learners.batch.distinct_prompt_logits``):
-  ``c + k * (P - c) + rows * T``, with ``c`` 0 when ``k`` is 1;
+  ``c + k * (P - c) + rows * T`` (``P`` once when ``k`` is 1, whatever ``c``);
 * :func:`pack_by_prefix` -- micro-batches of rows with a common prefix: the rows sorted by prompt
   (so rows sharing a prefix are adjacent; the common prefix of a sorted run is that of its first and
   last), grown greedily while the forward's cost (a repeated prompt counted once) stays within the
@@ -53,14 +53,13 @@ def forward_cost(
 ) -> int:
     """Token positions one micro-batch's forward runs, padding included, with ``shared`` prefix tokens
     run once: ``shared + rows * (max prompt - shared + max completion)``; with ``distinct`` (``k``)
-    prompts among more rows, each prompt runs once: ``c + k * (max prompt - c) + rows * max completion``,
-    ``c = shared`` when ``k > 1`` else 0."""
+    prompts among more rows, each prompt runs once: ``shared + k * (max prompt - shared) + rows * max
+    completion`` (with one prompt, that prompt once, whatever ``shared``)."""
     if not prompt_lens:
         return 0
     rows, p, t = len(prompt_lens), max(prompt_lens), max(completion_lens)
     if distinct is not None and distinct < rows:
-        c = shared if distinct > 1 else 0
-        return c + distinct * (p - c) + rows * t
+        return shared + distinct * (p - shared) + rows * t
     return shared + rows * (p - shared + t)
 
 
