@@ -138,22 +138,17 @@ def matmul_peak(dtype: torch.dtype, n: int) -> float:
 
 def padding(batch: list[Sample], share: bool, budget: int, pad: int) -> tuple[int, float]:
     """(positions arena's forwards run, the share of them that is padding) under its packing: with
-    ``share``, a micro-batch whose rows repeat prompts runs its ``k`` distinct prompts once
-    (``c + k (P - c) + rows T``, arena/learners/batch.py ``distinct_prompt_logits``), else ``forward_cost``."""
+    ``share``, a micro-batch whose rows repeat prompts runs each distinct prompt once
+    (``forward_cost`` with ``distinct``, arena/learners/batch.py ``distinct_prompt_logits``)."""
     run = needed = 0
     for g in pack(batch, budget, share):
         mb = collate(batch, g, pad, torch.device("cpu"))
         c = mb.prefix_len if share else 0
         prompts, replies = [len(batch[i].prompt_ids) for i in g], [len(batch[i].completion_ids) for i in g]
-        if share and mb.prompt_of is not None:
-            k = max(mb.prompt_of) + 1
-            c = c if k > 1 else 0
-            run += c + k * (max(prompts) - c) + len(g) * max(replies)
-            distinct = {tuple(batch[i].prompt_ids) for i in g}
-            needed += c + sum(len(q) - c for q in distinct) + sum(replies)
-            continue
-        run += forward_cost(prompts, replies, c)
-        needed += c + sum(p + t - c for p, t in zip(prompts, replies, strict=True))
+        ran = ([len(q) for q in {tuple(batch[i].prompt_ids) for i in g}] if share and mb.prompt_of is not None
+               else prompts)  # the prompts the forward runs
+        run += forward_cost(prompts, replies, c, len(ran))
+        needed += c + sum(q - c for q in ran) + sum(replies)
     return run, (run - needed) / run
 
 

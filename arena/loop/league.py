@@ -191,7 +191,6 @@ class League:
         self.trainables: list[str] = list(cfg.trainables)
         self.several = len(self.trainables) > 1
         self.specs = {name: cfg.policies[name] for name in self.trainables}
-        self.spec = self.specs[self.trainable]
         self.seat_rules = dict(cfg.seat_table())
         seats = runner.envs[0].possible_agents
         self.owner = {s: runner.seats.policy_for(s) for s in seats if runner.seats.policy_for(s) in self.specs}
