@@ -31,6 +31,12 @@ def test_forward_cost_and_padded_share() -> None:
     assert forward_cost([9, 8], [2, 3], shared=4, distinct=2) == forward_cost([9, 8], [2, 3], shared=4)
 
 
+def test_a_one_token_prefix_is_shared_at_the_default_threshold() -> None:
+    # It saves one position, which is the default min_saved.
+    assert shared_prefix_len([[5, 1], [5, 2]]) == 1
+    assert pack_by_prefix([[5, 1], [5, 2]], [1, 1], 100) == ([[0, 1]], [])
+
+
 def test_repeated_prompts_are_costed_once_so_they_share_one_micro_batch() -> None:
     head = [1, 2, 3, 4, 5, 6, 7]
     states = [head + [10, 11, 12], head + [20, 21, 22], head + [30, 31, 32]]
