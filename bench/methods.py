@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from arena.policies.hardware import THREADS_ENV, choose_threads, usable_cores  # noqa: E402
 
 QUIET = ["runner.progress=false", "train.plot=false", "train.loggers=[]", "train.evals=[]"]
+EXTRA: list[str] = []  # --set: overrides for every training run, after the method's own
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def run(argv: list[str], log: Path, threads: int) -> float:
     with log.open("w") as fh:
         rc = subprocess.run(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
     wall = time.perf_counter() - t0
-    log.with_suffix(".wall").write_text(f"{wall:.0f} {rc}\n")
+    log.with_suffix(".wall").write_text(f"{wall:.1f} {rc}\n")
     if rc != 0:
         raise RuntimeError(f"{' '.join(argv[:6])}... failed (exit {rc}); see {log}")
     return wall
@@ -156,7 +157,7 @@ def train(name: str, arm: str, seed: int, threads: int) -> Path:
         return out
     start = [f"policies.learner.model={warm_dir(name)}"] if m.warm else []
     argv = [sys.executable, "-m", "arena.train", config, "--run-dir", str(out),
-            *sets(QUIET + m.train + start + extra + [f"train.seed={seed}"])]
+            *sets(QUIET + m.train + start + extra + EXTRA + [f"train.seed={seed}"])]
     run(argv, OUT / name / f"{out.name}.log", threads)
     return out
 
@@ -224,8 +225,10 @@ def pairwise_report(name: str) -> list[str]:
     return lines
 
 
-def jobs(name: str, seeds: list[int], threads: int) -> list:
+def jobs(name: str, seeds: list[int], threads: int, train_only: bool = False) -> list:
     m = METHODS[name]
+    if train_only:
+        return [lambda a=arm, s=seed: train(name, a, s, threads) for seed in seeds for arm in m.arms]
     refs = [lambda: evaluate(name, "base", BASE, threads)]
     if m.warm:
         refs.append(lambda: evaluate(name, "warm", str(warm_dir(name)), threads))
@@ -354,13 +357,20 @@ def _wall(path: Path) -> str:
 
 
 def main() -> None:
+    global OUT
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("methods", nargs="*", default=[], help=f"any of {', '.join(METHODS)} (default: all)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--parallel", type=int, default=2, help="jobs at once (each gets cores / parallel threads)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per job (default: cores / parallel)")
     p.add_argument("--report", action="store_true", help="only print the tables of finished runs")
+    p.add_argument("--train-only", action="store_true", help="train the arms, evaluate nothing (timing runs)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an override for every training run, after the method's (e.g. train.steps=4)")
+    p.add_argument("--out", type=Path, default=OUT, help=f"the runs' folder (default {OUT.relative_to(ROOT)})")
     args = p.parse_args()
+    OUT = args.out.resolve()
+    EXTRA[:] = args.set
     names = args.methods or list(METHODS)
     unknown = [n for n in names if n not in METHODS]
     if unknown:
@@ -375,8 +385,13 @@ def main() -> None:
             (OUT / name).mkdir(parents=True, exist_ok=True)
             make_warm(name, threads * args.parallel)
             with ThreadPoolExecutor(args.parallel) as pool:
-                for f in [pool.submit(job) for job in jobs(name, args.seeds, threads)]:
+                for f in [pool.submit(job) for job in jobs(name, args.seeds, threads, args.train_only)]:
                     f.result()
+    if args.train_only:
+        for name in names:
+            for w in sorted((OUT / name).glob("*_seed*.wall")):
+                print(f"{name}/{w.stem}: {w.read_text().split()[0]} s", flush=True)
+        return
     print(report(names))
 
 
