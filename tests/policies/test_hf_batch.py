@@ -122,7 +122,7 @@ def test_weight_sync_is_what_closes_the_logprob_gap() -> None:
     from types import SimpleNamespace
 
     from arena.core.types import Sample
-    from arena.loop.trainer import push_weights
+    from arena.loop.weights import push_weights
     from arena.learners.config import LearnerConfig
     from arena.learners.update import Learner
 
