@@ -102,13 +102,16 @@ def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
             if data.is_floating_point() and data.numel() and torch.finfo(data.dtype).bits > torch.finfo(target).bits:
                 tensors.append(data)
     saved = [t.to("cpu", copy=True) for t in tensors]
+    params = [p for p in module.parameters() if p.numel()]
     try:
         for t in tensors:
             t.copy_(t.to(target))
+        torch.autograd.graph.increment_version(params)  # written through .data: count the change (PrefixMemo)
         yield
     finally:
         for t, original in zip(tensors, saved, strict=True):
             t.copy_(original)
+        torch.autograd.graph.increment_version(params)
 
 
 class Learner:
@@ -459,12 +462,16 @@ class Learner:
         self.version += 1  # the weights change: a generator that holds them needs a push (Trainer.sync_weights)
         if self.engine is not None:
             self.engine.step()
+            torch.autograd.graph.increment_version(self._trained())
             norm = self.engine.get_global_grad_norm()
             return float(norm) if norm is not None else float("nan")
         params = self.master if self.master is not None else self._trained()
         sum_grads(self.dist, params)
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         self.optimizer.step()
+        # The fused AdamW kernel writes the weights without bumping their version counters; a generator that keys
+        # what it keeps on them (HFPolicy's prefix memo, arena/policies/hf_prefix.py) must see the change.
+        torch.autograd.graph.increment_version(self._trained())
         self.optimizer.zero_grad(set_to_none=True)
         if self.master is not None:
             with torch.no_grad():

@@ -202,7 +202,7 @@ def make_model_policy(
         return HFPolicy(
             model, tokenizer=tokenizer, dtype=spec.resolved_dtype, device=spec.device, max_batch_size=spec.max_batch_size,
             max_batch_tokens=spec.max_batch_tokens, name=name, max_model_len=spec.max_model_len,
-            overflow=spec.overflow, prefix_sharing=spec.prefix_sharing, **kwargs,
+            overflow=spec.overflow, prefix_sharing=spec.prefix_sharing, reuse_prefix=True, **kwargs,
         )
     if spec.backend == "vllm":
         from arena.policies.vllm import VLLMPolicy

@@ -19,7 +19,9 @@ batch pay for its length. With ``prefix_sharing`` (the default) a prompt that se
 requests of one batch repeat (G solvers or attempts, a GRPO group) is prefilled once
 and its KV cache copied to its rows, and the distinct prompts' common prefix (a game's rules before
 each seat's view) is run once (:mod:`arena.policies.hf_prefix`); same tokens and logprobs as without
-it, up to float noise in the last bits.
+it, up to float noise in the last bits. With ``reuse_prefix`` (what arena's training loop builds) that
+prefix's keys and values are kept for the next call, until the weights change
+(:class:`~arena.policies.hf_prefix.PrefixMemo`): Kuhn's three turns of a step run the rules once.
 
 Requests carry their own :class:`~arena.policies.base.SamplingParams`; one call
 generates each group of equal params as its own batches. Every prompt first
@@ -51,7 +53,7 @@ from arena.policies.base import (
 )
 from arena.core.models import DEFAULT_MODEL, load_causal_lm
 from arena.policies.choices import action_ids, choose
-from arena.policies.hf_prefix import dedupe, expand, prefill, shared_len
+from arena.policies.hf_prefix import PrefixMemo, dedupe, expand, prefill, shared_len
 
 
 def batch_seed(seeds: Sequence[int | None]) -> int:
@@ -102,6 +104,7 @@ class HFPolicy:
         overflow: Overflow = "truncate",
         per_request_rng: bool = True,
         prefix_sharing: bool = True,
+        reuse_prefix: bool = False,
     ):
         if isinstance(model, str):
             model, tokenizer = load_causal_lm(model, dtype=dtype, device=device)
@@ -126,6 +129,9 @@ class HFPolicy:
         self.prefix_sharing = prefix_sharing
         self.prefill_rows_saved = 0  # rows whose prompt was not prefilled again (prefix sharing)
         self.prefill_tokens_shared = 0  # prompts' common-prefix tokens not run again (generate and score_rows)
+        # The last call's common prefix, reused while the weights are unchanged (``reuse_prefix``: only where every
+        # change of the weights is one torch counts, as arena's learner makes its optimizer steps; .reused counts).
+        self.prefix_memo = PrefixMemo() if reuse_prefix and prefix_sharing else None
         # A shared base's adapters: makes this policy's adapter the active one (None: the model as it is).
         self.adapter: Callable[[], None] | None = None
 
@@ -262,7 +268,7 @@ class HFPolicy:
         # Logits at the last position only (the prompt's others would be (batch, width, vocab): gigabytes); the
         # distinct prompts' common prefix (a game's rules) runs once.
         shared_prefix = shared_len(distinct) if self.prefix_sharing else 0
-        logits, mask = prefill(self.model, input_ids, mask, positions, cache, shared_prefix)
+        logits, mask = prefill(self.model, input_ids, mask, positions, cache, shared_prefix, self.prefix_memo)
         self.prefill_tokens_shared += shared_prefix * (len(distinct) - 1)
         if len(distinct) < batch:
             logits, mask, positions = expand(cache, index, logits, mask, positions)
@@ -369,7 +375,7 @@ class HFPolicy:
         self._set_attention(self.prefill_attention)
         try:
             shared = shared_len(distinct) if self.prefix_sharing else 0
-            first, mask = prefill(self.model, input_ids, mask, positions, cache, shared)
+            first, mask = prefill(self.model, input_ids, mask, positions, cache, shared, self.prefix_memo)
             self.prefill_tokens_shared += shared * (len(distinct) - 1)
             first, mask, last = expand(cache, index, first, mask, positions[:, -1])
             span = max(len(c) for c in completions)

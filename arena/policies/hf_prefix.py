@@ -26,9 +26,18 @@ is run once by :func:`prefill` for the scorer (``HFPolicy.score_rows``: the exac
 the best-response bot, exploitability descent, score-mode choices): the distinct prompts'
 longest common prefix ``c`` (at most the shortest prompt less one, so every row still computes
 its own last prompt position) runs as one row, its KV cache is repeated to every row, and the
-rows' remaining columns run on it with their own positions. The generate loop does not do this
-(its prompts are prefilled by ``model.generate``-style decoding, one identical prompt at a time);
-the learner does it for its passes (arena/learners/prefix.py, arena/learners/batch.py).
+rows' remaining columns run on it with their own positions. The generate loop does the same in its
+prefill (``HFPolicy._decode``); the learner does it for its passes (arena/learners/prefix.py,
+arena/learners/batch.py).
+
+That prefix is also the same from one call to the next: Kuhn plays three generate calls a step (one a
+turn), every prompt opening with the same rules, and the weights change only between steps. A
+:class:`PrefixMemo` keeps the keys and values of the last common prefix :func:`prefill` ran, with the
+weights they were computed with (:func:`weights_key`); the next call whose prefix begins with ``m >=
+MIN_SHARED`` of those tokens, on the same weights, takes the ``m`` positions' keys and values and runs
+only the rest of its prefix. The weights key changes with any in-place change of a parameter (an optimizer
+step, a weight push, a checkpoint load: torch counts them in each tensor's version) and with a parameter
+replaced, so a memo never outlives the weights it was computed with.
 """
 
 from __future__ import annotations
@@ -82,8 +91,57 @@ def shared_len(prompts: Sequence[Sequence[int]], minimum: int = MIN_SHARED) -> i
     return c if c >= minimum else 0
 
 
+def weights_key(model: Any) -> tuple[Any, ...]:
+    """What identifies the model's weights now: each parameter's identity and its version counter (torch bumps a
+    tensor's version at every in-place change: an optimizer step, ``copy_``, ``load_state_dict``), and the
+    active adapter of a peft model, whose switch changes the function and no parameter."""
+    active = getattr(model, "active_adapter", None)
+    return (str(active) if active is not None else None,
+            *((id(p), p._version) for p in model.parameters()))
+
+
+class PrefixMemo:
+    """The keys and values of the last common prefix :func:`prefill` ran, and the weights they belong to.
+
+    ``tokens``: the prefix's ids; ``layers``: per layer ``(keys, values)``, each ``(1, kv heads, len(tokens),
+    head dim)``; ``key``: :func:`weights_key` when they were computed. ``reused``: prefix positions taken from
+    the memo instead of run (a counter).
+    """
+
+    def __init__(self) -> None:
+        self.key: tuple[Any, ...] | None = None
+        self.tokens: tuple[int, ...] = ()
+        self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.reused = 0
+
+    def match(self, key: tuple[Any, ...], tokens: Sequence[int]) -> int:
+        """How many leading ``tokens`` the memo holds for these weights: 0 unless at least :data:`MIN_SHARED`."""
+        if key != self.key or not self.layers:
+            return 0
+        m = len(os.path.commonprefix([list(self.tokens), list(tokens)]))
+        return m if m >= MIN_SHARED else 0
+
+    def load(self, cache: Any, m: int) -> None:
+        """Fill the empty ``cache`` with the memo's first ``m`` positions."""
+        for layer, (k, v) in enumerate(self.layers):
+            cache.update(k[..., :m, :], v[..., :m, :], layer)
+        self.reused += m
+
+    def store(self, key: tuple[Any, ...], tokens: Sequence[int], cache: Any) -> None:
+        """Keep ``cache`` (batch 1, exactly ``tokens``) for the next call; caches of other kinds (sliding windows,
+        quantised) are not kept."""
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", None)
+        if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+            self.key, self.layers = None, []
+            return
+        self.key, self.tokens = key, tuple(tokens)
+        self.layers = [(layer.keys, layer.values) for layer in layers]
+
+
 def prefill(model: Any, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any,
-            shared: int) -> tuple[torch.Tensor, torch.Tensor]:
+            shared: int, memo: PrefixMemo | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(last-position logits, the attention mask over the cache it leaves) of a LEFT-padded prefill into
     ``cache``; ``shared`` (:func:`shared_len`): the rows' first ``shared`` prompt tokens are the same.
 
@@ -91,7 +149,10 @@ def prefill(model: Any, input_ids: torch.Tensor, mask: torch.Tensor, positions: 
     and their KV cache is repeated to every row. The other columns then run with every row's own
     positions: dropping the first ``shared`` columns leaves row ``r``'s rest of the prompt at columns
     ``[s_r, width - shared)``, and the columns left of ``s_r`` (padding, or the row's prefix again) are
-    masked out. The returned mask is ``shared`` ones, then that tail mask: the cache's columns."""
+    masked out. The returned mask is ``shared`` ones, then that tail mask: the cache's columns.
+
+    ``memo``: the last call's prefix (:class:`PrefixMemo`); as many of its positions as match on the same
+    weights are taken instead of run, and this call's prefix replaces it."""
     if shared == 0:
         logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                        use_cache=True, logits_to_keep=1).logits[:, -1]
@@ -99,7 +160,15 @@ def prefill(model: Any, input_ids: torch.Tensor, mask: torch.Tensor, positions: 
     rows, width = input_ids.shape
     start = width - mask.sum(-1)
     first = int(start[0])
-    model(input_ids=input_ids[:1, first:first + shared], use_cache=True, past_key_values=cache, logits_to_keep=1)
+    prefix = input_ids[:1, first:first + shared]
+    key = weights_key(model) if memo is not None else None
+    have = memo.match(key, prefix[0].tolist()) if memo is not None else 0
+    if have:
+        memo.load(cache, have)
+    if have < shared:  # positions follow the cache's length: have, have + 1, ...
+        model(input_ids=prefix[:, have:], use_cache=True, past_key_values=cache, logits_to_keep=1)
+    if memo is not None:
+        memo.store(key, prefix[0].tolist(), cache)
     cache.batch_repeat_interleave(rows)
     cols = torch.arange(width - shared, device=input_ids.device)
     tail = mask[:, shared:] * (cols[None, :] >= start[:, None])

@@ -160,3 +160,83 @@ def test_a_common_prefix_of_different_prompts_runs_once_in_generate(per_request_
     assert_same(a, b)
     assert shared.prefill_rows_saved == 1 and plain.prefill_tokens_shared == 0
     assert shared.prefill_tokens_shared >= (MIN_SHARED + 4) * 3  # 4 distinct prompts: the rules run once, not 4 times
+
+
+def test_the_rules_prefix_is_reused_across_calls_until_the_weights_change() -> None:
+    """Calls on the same weights (Kuhn's turns of one step): the second and later take the rules' keys and
+    values from the first (``prefix_memo.reused``) and still equal the unshared path, in generation and in
+    scoring. Each way arena changes weights (the learner's optimizer step, whose fused AdamW kernel does not
+    count its writes by itself; a weight push or a checkpoint load, ``load_state_dict``; a parameter replaced;
+    the learner's bf16-rounded scoring, written through ``.data``) makes the next call run its prefix again."""
+    import torch
+
+    from arena.core.types import Sample
+    from arena.learners.config import LearnerConfig
+    from arena.learners.update import Learner, rounded_weights
+    from arena.policies.hf_prefix import MIN_SHARED
+
+    rules = " ".join(f"w{k}" for k in range(10, 10 + MIN_SHARED + 6))  # the tails below: other words of the 64
+    params = SamplingParams(temperature=1.0, max_new_tokens=5)
+    model = tiny_llama(seed=9)
+    tokenizer = tiny_tokenizer()
+    shared = HFPolicy(model, tokenizer, max_model_len=128, reuse_prefix=True)
+    plain = HFPolicy(model, tokenizer, max_model_len=128, prefix_sharing=False, reuse_prefix=True)
+    assert plain.prefix_memo is None and HFPolicy(model, tokenizer, max_model_len=128).prefix_memo is None
+    memo = shared.prefix_memo
+
+    def turn(tails: list[str], seed: int) -> None:
+        reqs = [words(f"{rules} {t}", seed + k, params) for k, t in enumerate(tails)]
+        assert_same(shared.generate(reqs), plain.generate(reqs))
+
+    turn(["w40", "w41 w42", "w43"], 0)
+    assert memo.reused == 0, "the first call has nothing to reuse"
+    turn(["w44 w45", "w46"], 10)
+    assert memo.reused >= MIN_SHARED + 6, "the rules' positions came from the memo"
+    # A longer common prefix (the rules and the same next word), then a shorter one: the match is partial.
+    turn(["w50 w51", "w50 w52"], 20)
+    reused = memo.reused
+    turn(["w40", "w61"], 30)
+    assert memo.reused > reused
+    prompts, replies = [[1, 2, 3] * 8, [1, 2, 3] * 7 + [4]], [[5, 6], [7]]
+    for _ in range(2):  # the scorer too: its second call takes its prefix from the first
+        reused = memo.reused
+        a, b = shared.score_rows(prompts, replies, params), plain.score_rows(prompts, replies, params)
+        assert sum(a, []) == pytest.approx(sum(b, []), rel=5e-6, abs=1e-5)
+    assert memo.reused > reused
+
+    learner = Learner(model, LearnerConfig(lr=0.05, beta=0.0), pad_id=0)
+    sample = Sample(prompt_ids=[1, 2, 3, 4], completion_ids=[5, 6], advantage=1.0)
+
+    def rounded() -> None:
+        with rounded_weights(model, "bfloat16"):
+            turn(["w40", "w41 w42"], 70)  # on the rounded weights; the memo must not carry them out
+
+    changes = {
+        "learner step": lambda: learner.step([sample]),
+        "load_state_dict": lambda: model.load_state_dict({k: v + 0.01 for k, v in model.state_dict().items()}),
+        "replaced": lambda: setattr(model.model.norm, "weight", torch.nn.Parameter(model.model.norm.weight * 1.5)),
+        "rounded": rounded,
+    }
+    for name, change in changes.items():
+        turn(["w40", "w41 w42"], 40)  # the memo holds these weights' rules
+        before = memo.reused
+        change()
+        turn(["w43", "w44 w45"], 50)  # equal to the unshared path: the memo was not used on other weights
+        assert memo.reused == before, f"{name}: the memo was used on changed weights"
+        turn(["w46", "w47"], 60)
+        assert memo.reused > before, f"{name}: the new weights' prefix is reused in turn"
+
+
+def test_a_memo_off_its_weights_or_its_tokens_gives_nothing() -> None:
+    from arena.policies.hf_prefix import MIN_SHARED, PrefixMemo, weights_key
+
+    model = tiny_llama(seed=2)
+    memo = PrefixMemo()
+    key = weights_key(model)
+    assert memo.match(key, list(range(40))) == 0, "empty"
+    memo.key, memo.tokens, memo.layers = key, tuple(range(40)), [("k", "v")]
+    assert memo.match(key, list(range(40))) == 40
+    assert memo.match(key, list(range(30)) + [99] * 10) == 30
+    assert memo.match(key, list(range(MIN_SHARED - 1)) + [99] * 10) == 0, "a match shorter than MIN_SHARED is not worth it"
+    assert memo.match(key, list(range(MIN_SHARED)) + [99]) == MIN_SHARED
+    assert memo.match(weights_key(tiny_llama(seed=2)), list(range(40))) == 0, "another model, the same values"
