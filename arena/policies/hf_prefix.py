@@ -35,9 +35,10 @@ turn), every prompt opening with the same rules, and the weights change only bet
 :class:`PrefixMemo` keeps the keys and values of the last common prefix :func:`prefill` ran, with the
 weights they were computed with (:func:`weights_key`); the next call whose prefix begins with ``m >=
 MIN_SHARED`` of those tokens, on the same weights, takes the ``m`` positions' keys and values and runs
-only the rest of its prefix. The weights key changes with any in-place change of a parameter (an optimizer
-step, a weight push, a checkpoint load: torch counts them in each tensor's version) and with a parameter
-replaced, so a memo never outlives the weights it was computed with.
+only the rest of its prefix. The weights key changes with any in-place change of a parameter that torch
+counts in the tensor's version (a weight push, a checkpoint load; arena's learner counts its fused optimizer's
+writes itself) and with a parameter replaced, so a memo does not outlive the weights it was computed with.
+``HFPolicy`` keeps one only with ``reuse_prefix`` (arena's training loop sets it).
 """
 
 from __future__ import annotations
@@ -91,13 +92,32 @@ def shared_len(prompts: Sequence[Sequence[int]], minimum: int = MIN_SHARED) -> i
     return c if c >= minimum else 0
 
 
-def weights_key(model: Any) -> tuple[Any, ...]:
-    """What identifies the model's weights now: each parameter's identity and its version counter (torch bumps a
-    tensor's version at every in-place change: an optimizer step, ``copy_``, ``load_state_dict``), and the
-    active adapter of a peft model, whose switch changes the function and no parameter."""
-    active = getattr(model, "active_adapter", None)
-    return (str(active) if active is not None else None,
-            *((id(p), p._version) for p in model.parameters()))
+class WeightsKey:
+    """What identifies a model's weights now: its parameters themselves (held, so that a replaced one cannot
+    hand its ``id`` to a newcomer), each one's version counter, and a peft model's active adapter (whose
+    switch changes the function and no parameter). Two keys are equal when all three are.
+
+    torch bumps a tensor's version at an in-place change made through autograd's view of it (``copy_``,
+    ``load_state_dict``, the foreach optimizers). Writes it cannot see, through ``.data`` or a kernel that
+    does not report them (the fused AdamW), must call ``torch.autograd.graph.increment_version``: arena's
+    learner does after every optimizer step (arena/learners/update.py)."""
+
+    def __init__(self, model: Any) -> None:
+        active = getattr(model, "active_adapter", None)
+        self.adapter = str(active) if active is not None else None
+        self.params = list(model.parameters())
+        self.versions = [p._version for p in self.params]
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, WeightsKey) and self.adapter == other.adapter and self.versions == other.versions
+                and len(self.params) == len(other.params) and all(a is b for a, b in zip(self.params, other.params)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def weights_key(model: Any) -> WeightsKey:
+    """The model's :class:`WeightsKey` now."""
+    return WeightsKey(model)
 
 
 class PrefixMemo:
@@ -109,12 +129,12 @@ class PrefixMemo:
     """
 
     def __init__(self) -> None:
-        self.key: tuple[Any, ...] | None = None
+        self.key: WeightsKey | None = None
         self.tokens: tuple[int, ...] = ()
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.reused = 0
 
-    def match(self, key: tuple[Any, ...], tokens: Sequence[int]) -> int:
+    def match(self, key: WeightsKey, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` the memo holds for these weights: 0 unless at least :data:`MIN_SHARED`."""
         if key != self.key or not self.layers:
             return 0
@@ -127,7 +147,7 @@ class PrefixMemo:
             cache.update(k[..., :m, :], v[..., :m, :], layer)
         self.reused += m
 
-    def store(self, key: tuple[Any, ...], tokens: Sequence[int], cache: Any) -> None:
+    def store(self, key: WeightsKey | None, tokens: Sequence[int], cache: Any) -> None:
         """Keep ``cache`` (batch 1, exactly ``tokens``) for the next call; caches of other kinds (sliding windows,
         quantised) are not kept."""
         from transformers.cache_utils import DynamicLayer
