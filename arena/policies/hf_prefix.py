@@ -103,8 +103,8 @@ class WeightsKey:
     learner does after every optimizer step (arena/learners/update.py)."""
 
     def __init__(self, model: Any) -> None:
-        active = getattr(model, "active_adapter", None)
-        self.adapter = str(active) if active is not None else None
+        active = getattr(model, "active_adapter", None)  # peft: a name (or names); a method elsewhere is not one
+        self.adapter = str(active) if isinstance(active, (str, list, tuple)) else None
         self.params = list(model.parameters())
         self.versions = [p._version for p in self.params]
 
