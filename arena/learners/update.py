@@ -102,11 +102,12 @@ def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
             if data.is_floating_point() and data.numel() and torch.finfo(data.dtype).bits > torch.finfo(target).bits:
                 tensors.append(data)
     saved = [t.to("cpu", copy=True) for t in tensors]
-    params = [p for p in module.parameters() if p.numel()]
+    # Written through .data, which torch does not count: count it (HFPolicy's PrefixMemo keys on the counts).
+    params = [p for p in module.parameters() if p.numel()] if tensors else []
     try:
         for t in tensors:
             t.copy_(t.to(target))
-        torch.autograd.graph.increment_version(params)  # written through .data: count the change (PrefixMemo)
+        torch.autograd.graph.increment_version(params)
         yield
     finally:
         for t, original in zip(tensors, saved, strict=True):

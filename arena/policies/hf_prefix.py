@@ -181,14 +181,16 @@ def prefill(model: Any, input_ids: torch.Tensor, mask: torch.Tensor, positions: 
     start = width - mask.sum(-1)
     first = int(start[0])
     prefix = input_ids[:1, first:first + shared]
-    key = weights_key(model) if memo is not None else None
-    have = memo.match(key, prefix[0].tolist()) if memo is not None else 0
-    if have:
-        memo.load(cache, have)
+    have = 0
+    if memo is not None:
+        key, tokens = weights_key(model), prefix[0].tolist()
+        have = memo.match(key, tokens)
+        if have:
+            memo.load(cache, have)
     if have < shared:  # positions follow the cache's length: have, have + 1, ...
         model(input_ids=prefix[:, have:], use_cache=True, past_key_values=cache, logits_to_keep=1)
     if memo is not None:
-        memo.store(key, prefix[0].tolist(), cache)
+        memo.store(key, tokens, cache)
     cache.batch_repeat_interleave(rows)
     cols = torch.arange(width - shared, device=input_ids.device)
     tail = mask[:, shared:] * (cols[None, :] >= start[:, None])
