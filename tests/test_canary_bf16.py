@@ -27,7 +27,8 @@ from arena.loop.canary import HALF_MAX_GAP, sync_gap
 from arena.core.types import Sample
 from forked_runs import digit_model
 from arena.learners.config import LearnerConfig
-from arena.learners.update import Learner, rounded_weights
+from arena.learners.update import Learner
+from arena.learners.weights import rounded_weights
 from test_league import tiny_model  # noqa: F401  (the fixture)
 
 SETS = [

@@ -42,9 +42,8 @@ arena.train refuses it with several ranks).
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -60,6 +59,7 @@ from arena.learners.losses import (
 )
 from arena.learners.objectives import BatchTotals, Objective, ObjectiveContext, ProbeDist, get_objective
 from arena.learners.progress import Progress, scheduled_lr, set_lr
+from arena.learners.weights import rounded_weights
 
 
 def probe_topk(terms: Sequence[Any]) -> dict[str, int]:
@@ -83,36 +83,6 @@ def build_objectives(cfgs: Sequence[ObjectiveConfig]) -> list[tuple[str, Objecti
         coef = spec.cls.default_coef if c.coef is None else c.coef
         out.append((key, spec.cls(spec.options.model_validate(c.options), coef)))
     return out
-
-
-@contextlib.contextmanager
-def rounded_weights(module: Any, dtype: str | None) -> Iterator[None]:
-    """Within the block every floating-point weight of ``module`` holds its value rounded to ``dtype``
-    (round to nearest even, as ``Tensor.to`` and a sync's ``copy_`` round); after it, the exact original.
-
-    The originals wait in CPU memory (one copy of the weights that are wider than ``dtype``); a
-    DeepSpeed ZeRO-3 parameter's own partition (``ds_tensor``) is what is rounded. ``None``, or weights
-    no wider than ``dtype``, change nothing."""
-    target = getattr(torch, dtype) if dtype else None
-    tensors = []
-    if target is not None:
-        for p in module.parameters():
-            data = getattr(p, "ds_tensor", None)
-            data = p.data if data is None else data
-            if data.is_floating_point() and data.numel() and torch.finfo(data.dtype).bits > torch.finfo(target).bits:
-                tensors.append(data)
-    saved = [t.to("cpu", copy=True) for t in tensors]
-    # Written through .data, which torch does not count: count it (HFPolicy's PrefixMemo keys on the counts).
-    params = [p for p in module.parameters() if p.numel()] if tensors else []
-    try:
-        for t in tensors:
-            t.copy_(t.to(target))
-        torch.autograd.graph.increment_version(params)
-        yield
-    finally:
-        for t, original in zip(tensors, saved, strict=True):
-            t.copy_(original)
-        torch.autograd.graph.increment_version(params)
 
 
 class Learner:

@@ -172,7 +172,8 @@ def test_the_rules_prefix_is_reused_across_calls_until_the_weights_change() -> N
 
     from arena.core.types import Sample
     from arena.learners.config import LearnerConfig
-    from arena.learners.update import Learner, rounded_weights
+    from arena.learners.update import Learner
+    from arena.learners.weights import rounded_weights
     from arena.policies.hf_prefix import MIN_SHARED
 
     rules = " ".join(f"w{k}" for k in range(10, 10 + MIN_SHARED + 6))  # the tails below: other words of the 64
