@@ -3,7 +3,9 @@
 ``pack`` groups samples within a token budget; ``collate`` pads one group into
 a :class:`MicroBatch` (left-padded prompts, right-padded completions, so
 completion position ``t`` of every row is column ``P + t``); the forward returns
-the log-softmax over the vocabulary at each completion position.
+the log-softmax over the vocabulary at each completion position. Where nothing is shared, the
+forward moves the rows to a right-padded layout and runs them without an attention mask, the lm
+head only on the scored positions (:func:`right_padded_logits`), as a bare PyTorch step does.
 
 Common prefixes (``share_prompts``, the learner's ``share_prompt_prefix``): rows whose prompts
 begin with the same tokens travel together (:func:`arena.learners.prefix.pack_by_prefix`) and
@@ -146,15 +148,55 @@ def completion_log_softmax(model: Any, mb: MicroBatch, temperature: float, share
     elif share_prompt and mb.prefix_len > 0:
         logits = shared_prefix_logits(model, mb)
     else:
-        out = model(
-            input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-            logits_to_keep=t_len + 1, use_cache=False,
-        )
-        logits = out.logits
-    logits = logits[:, :-1, :].float()
+        logits = right_padded_logits(model, mb)
+    logits = logits[:, :t_len, :].float()
     if temperature > 0:
         logits = logits / temperature
     return torch.log_softmax(logits, dim=-1)
+
+
+def right_padded_logits(model: Any, mb: MicroBatch) -> torch.Tensor:
+    """Logits at the last prompt position and every completion position but the last, ``(b, T, V)``
+    (column ``t`` scores completion token ``t``), from one forward without an attention mask.
+
+    Each row moves to the left of a right-padded layout as wide as its longest row (``p_r + t_r``,
+    not ``P + T``); what follows a row's last token is never attended to by its own tokens under
+    causal attention, so no mask is needed and the model runs its plain causal attention, its
+    positions ``0 .. p_r + t_r - 1`` as in the left-padded layout. Row ``r``'s scored positions are
+    then ``p_r - 1 + t``, different for every row: a forward pre-hook on the model's output
+    embeddings (the lm head) gathers the hidden states there, so the head runs on ``T`` positions a
+    row, as a bare step does. A model whose forward never calls its output embeddings, or a row with
+    no prompt token, takes the left-padded forward with its mask instead: the same values.
+    """
+    t_len = mb.completion_ids.shape[1]
+    lead = mb.attention_mask.argmax(-1)  # (b,) each row's padding columns on the left
+    p_rows = mb.input_ids.shape[1] - t_len - lead  # (b,) each row's prompt length
+    head_of = getattr(model, "get_output_embeddings", None)
+    head = head_of() if callable(head_of) else None
+    if head is None or int(p_rows.min()) < 1:
+        return model(
+            input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+            logits_to_keep=t_len + 1, use_cache=False,
+        ).logits[:, :-1]
+    width = int(mb.attention_mask.sum(-1).max())
+    cols = torch.arange(width, device=lead.device)[None, :] + lead[:, None]
+    ids = mb.input_ids.gather(1, cols.clamp(max=mb.input_ids.shape[1] - 1))  # past a row's end: never attended
+    at = (p_rows[:, None] - 1 + torch.arange(t_len, device=lead.device)[None, :]).clamp(max=width - 1)
+    fired: list[bool] = []
+
+    def gather(_: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        fired.append(True)
+        hidden = args[0]
+        return (hidden.gather(1, at[..., None].expand(-1, -1, hidden.shape[-1])), *args[1:])
+
+    hook = head.register_forward_pre_hook(gather)
+    try:
+        logits = model(input_ids=ids, use_cache=False, logits_to_keep=0).logits
+    finally:
+        hook.remove()
+    if not fired:  # the head ran outside its module: every position's logits came back
+        logits = logits.gather(1, at[..., None].expand(-1, -1, logits.shape[-1]))
+    return logits
 
 
 def shared_prefix_logits(model: Any, mb: MicroBatch) -> torch.Tensor:

@@ -13,7 +13,9 @@ micro-batch and the rows' suffixes (the rest of the prompt, then the completion)
   ``c + rows * (P - c + T)`` with ``P`` the longest prompt and ``T`` the longest completion
   (prompts are left-padded and completions right-padded, each to its own longest); when the rows
   hold only ``k < rows`` distinct prompts, each runs once (``arena.learners.batch.distinct_prompt_logits``):
-  ``c + k * (P - c) + rows * T`` (``P`` once when ``k`` is 1, whatever ``c``);
+  ``c + k * (P - c) + rows * T`` (``P`` once when ``k`` is 1, whatever ``c``); with nothing shared
+  (``c`` 0, every prompt distinct), the rows run right-padded to the longest row instead
+  (``arena.learners.batch.right_padded_logits``): ``rows * max(p_r + t_r)``;
 * :func:`pack_by_prefix` -- micro-batches of rows with a common prefix: the rows sorted by prompt
   (so rows sharing a prefix are adjacent; the common prefix of a sorted run is that of its first and
   last), grown greedily while the forward's cost (a repeated prompt counted once) stays within the
@@ -52,14 +54,18 @@ def forward_cost(
     prompt_lens: Sequence[int], completion_lens: Sequence[int], shared: int = 0, distinct: int | None = None
 ) -> int:
     """Token positions one micro-batch's forward runs, padding included, with ``shared`` prefix tokens
-    run once: ``shared + rows * (max prompt - shared + max completion)``; with ``distinct`` (``k``)
-    prompts among more rows, each prompt runs once: ``shared + k * (max prompt - shared) + rows * max
-    completion`` (with one prompt, that prompt once, whatever ``shared``)."""
+    run once: ``shared + rows * (max prompt - shared + max completion)`` (the left-padded layout); with
+    ``distinct`` (``k``) prompts among more rows, each prompt runs once: ``shared + k * (max prompt -
+    shared) + rows * max completion`` (with one prompt, that prompt once, whatever ``shared``). With
+    nothing shared, the rows run right-padded to the longest row
+    (:func:`arena.learners.batch.right_padded_logits`): ``rows * max(prompt_r + completion_r)``."""
     if not prompt_lens:
         return 0
     rows, p, t = len(prompt_lens), max(prompt_lens), max(completion_lens)
     if distinct is not None and distinct < rows:
         return shared + distinct * (p - shared) + rows * t
+    if shared == 0:
+        return rows * max(a + b for a, b in zip(prompt_lens, completion_lens, strict=True))
     return shared + rows * (p - shared + t)
 
 

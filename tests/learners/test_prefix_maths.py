@@ -20,9 +20,11 @@ def test_common_prefix_and_what_can_be_shared() -> None:
 
 def test_forward_cost_and_padded_share() -> None:
     assert forward_cost([], []) == 0 and padded_share([], []) == 0.0
-    assert forward_cost([5, 3], [2, 4]) == 2 * (5 + 4)
+    assert forward_cost([5, 3], [2, 4]) == 2 * 7  # nothing shared: right-padded to the longest row
+    assert forward_cost([5, 3], [1, 2]) == 2 * 6 and forward_cost([2, 6, 3], [5, 1, 1]) == 3 * 7
     assert forward_cost([5, 3], [2, 4], shared=2) == 2 + 2 * (3 + 4)
-    assert padded_share([5, 3], [2, 4]) == pytest.approx((18 - 14) / 18)
+    assert padded_share([5, 3], [2, 4]) == 0.0
+    assert padded_share([5, 3], [1, 2]) == pytest.approx((12 - 11) / 12)
     assert padded_share([5, 5], [4, 4], shared=4) == 0.0
     assert padded_share([5, 3], [2, 4], shared=2) == pytest.approx((16 - 12) / 16)
     # Repeated prompts run once: c + k (P - c) + rows T; one distinct prompt shares no prefix with itself.
