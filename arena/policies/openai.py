@@ -47,8 +47,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
 import time
+import weakref
 from pathlib import Path
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -123,7 +125,9 @@ class OpenAIPolicy:
         self.weight_version = 0  # updates pushed (load_weights); the server must hold this one
         self.redeliveries = 0  # times a server answered an older version (restarted) and got the newest again
         self._weights_dir = _weights_folder(weights_dir)
-        self._own_dir = weights_dir == ""  # a folder made here: removed by close()
+        # A folder made here goes at close(), or when the policy is collected or the interpreter exits without it.
+        self._drop_dir = (weakref.finalize(self, shutil.rmtree, str(self._weights_dir), True)
+                          if weights_dir == "" and self._weights_dir is not None else None)
         self._nccl = None
         if nccl_address:  # GPU machines: vLLM's NCCL transfer (arena/policies/nccl_push.py; written, not yet run)
             from arena.policies.nccl_push import NCCLPush
@@ -176,10 +180,8 @@ class OpenAIPolicy:
     def close(self) -> None:
         """Close the pooled connections (the policy is not used afterwards) and remove a weights folder made here."""
         self._client.close()
-        if self._own_dir and self._weights_dir is not None:
-            import shutil
-
-            shutil.rmtree(self._weights_dir, ignore_errors=True)
+        if self._drop_dir is not None:
+            self._drop_dir()
 
     # ------------------------------------------------------------------ weights (python -m arena.serve)
     def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
@@ -341,9 +343,15 @@ class OpenAIPolicy:
         return Completion(text=text, finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
 
 
+WEIGHTS_PREFIX = "arena-weights-"
+STALE_AFTER_S = 600.0
+"""A weights folder whose process is gone is removed once nothing in it has changed for this long."""
+
+
 def _weights_folder(weights_dir: str | None) -> Path | None:
     """Where pushed weights go: None (no pushes), ``weights_dir``, or for ``""`` a fresh folder in /dev/shm
-    (else the temp folder)."""
+    (else the temp folder), named ``arena-weights-<pid>-...``. Making one first removes the folders that
+    runs which died without :meth:`OpenAIPolicy.close` left there (:func:`sweep_weights_folders`)."""
     import os
     import tempfile
 
@@ -354,4 +362,47 @@ def _weights_folder(weights_dir: str | None) -> Path | None:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    return Path(tempfile.mkdtemp(prefix="arena-weights-", dir=shm))
+    sweep_weights_folders(Path(shm or tempfile.gettempdir()))
+    return Path(tempfile.mkdtemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-", dir=shm))
+
+
+def sweep_weights_folders(parent: Path, stale_after_s: float = STALE_AFTER_S) -> list[Path]:
+    """Remove the weights folders in ``parent`` left by runs that ended without closing their policy (killed,
+    out of memory): a model's worth of memory each in /dev/shm, until the next reboot. A folder goes when the
+    process its name carries (``arena-weights-<pid>-``) no longer exists on this machine and none of its files
+    changed for ``stale_after_s`` (a live run writes one each push: the age guards a run in another pid
+    namespace sharing /dev/shm). Folders of another user, or named without a pid, are left. Returns those
+    removed, and says so in one line on stderr."""
+    import os
+    import sys
+
+    removed: list[Path] = []
+    now = time.time()
+    for folder in parent.glob(f"{WEIGHTS_PREFIX}*"):
+        m = re.fullmatch(re.escape(WEIGHTS_PREFIX) + r"(\d+)-.+", folder.name)
+        try:
+            if (m is None or int(m.group(1)) == os.getpid() or not folder.is_dir() or folder.is_symlink()
+                    or folder.stat().st_uid != os.getuid() or _alive(int(m.group(1)))):
+                continue
+            newest = max([folder.stat().st_mtime] + [f.stat().st_mtime for f in folder.iterdir()])
+        except OSError:  # gone meanwhile, or unreadable: not ours to judge
+            continue
+        if now - newest >= stale_after_s:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if removed:
+        print(f"weights: removed {len(removed)} folder(s) in {parent} left by runs that ended without closing "
+              f"({', '.join(f.name for f in removed[:3])}{', ...' if len(removed) > 3 else ''})", file=sys.stderr)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
