@@ -150,7 +150,7 @@ def completion_log_softmax(model: Any, mb: MicroBatch, temperature: float, share
     else:
         logits = right_padded_logits(model, mb)
     logits = logits[:, :t_len, :].float()
-    if temperature > 0:
+    if temperature > 0 and temperature != 1.0:  # x / 1 is x: no pass over (b, T, V) and none in backward
         logits = logits / temperature
     return torch.log_softmax(logits, dim=-1)
 
