@@ -2,7 +2,7 @@
 
 For each batch shape it times one ``Learner.step`` (GRPO, one update, no KL, one micro-batch per
 token budget) with ``learner.share_prompt_prefix`` on and off, and a bare PyTorch step on exactly the
-same tokens: the rows right-padded to the longest, one forward, the log-softmax at the completion
+same tokens (the three arms take turns, one step each a round, and each keeps its fastest step): the rows right-padded to the longest, one forward, the log-softmax at the completion
 positions only, ``-mean(A * logp)`` over the completion tokens, backward, fused AdamW. Beside them,
 the matmul peak for the dtype (two n x n matrices, best of 5), and the share of the positions each
 forward runs that is padding. The shapes (token counts as in the issue):
@@ -95,13 +95,22 @@ def load(model: str) -> tuple[Any, int]:
 
 
 def timed(fn: Any, steps: int) -> float:
-    fn()  # warm-up
-    times = []
+    return interleaved({"": fn}, steps)[""]
+
+
+def interleaved(fns: dict[str, Any], steps: int) -> dict[str, float]:
+    """Each arm's fastest step, the arms taking turns (one step of each, ``steps`` rounds, after a
+    warm-up of each): a drift of the machine's speed over the run (frequency, other jobs, the
+    allocator warming up) falls on every arm alike instead of on whichever ran first."""
+    for fn in fns.values():
+        fn()  # warm-up
+    best = dict.fromkeys(fns, float("inf"))
     for _ in range(steps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)  # the machine is shared: the least disturbed step
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t)  # the least disturbed step
+    return best
 
 
 def bare_step(model: Any, opt: Any, batch: list[Sample], pad: int, autocast: bool) -> None:
@@ -156,7 +165,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="random", help="random (a 4-layer random Llama) or a model name/path")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    p.add_argument("--steps", type=int, default=3, help="timed steps per arm (the fastest counts), after a warm-up")
+    p.add_argument("--steps", type=int, default=3, help="rounds of one timed step per arm, the arms taking turns (the fastest counts), after a warm-up")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="bfloat16: autocast")
     p.add_argument("--budget", type=int, default=4096, help="learner.token_budget")
     p.add_argument("--matmul", type=int, default=1024)
@@ -172,14 +181,15 @@ def main() -> None:
     for shape in args.shapes:
         batch = make_batch(shape, vocab)
         tokens = sum(s.length for s in batch)
-        arms: dict[str, tuple[float, int, float]] = {}
+        steps: dict[str, Any] = {}
+        layout: dict[str, tuple[int, float]] = {}  # arm -> (positions run, padded share)
         for share in (False, True):
-            model = copy.deepcopy(base)
             cfg = LearnerConfig(lr=1e-5, beta=0.0, token_budget=args.budget, share_prompt_prefix=share,
                                 autocast_bf16=autocast)
-            learner = Learner(model, cfg, pad)
-            run, pad_share = padding(batch, share, args.budget, pad)
-            arms[f"arena, share {'on' if share else 'off'}"] = (timed(lambda: learner.step(batch), args.steps), run, pad_share)
+            learner = Learner(copy.deepcopy(base), cfg, pad)
+            name = f"arena, share {'on' if share else 'off'}"
+            steps[name] = lambda learner=learner: learner.step(batch)
+            layout[name] = padding(batch, share, args.budget, pad)
             if args.profile and share:
                 from torch.profiler import ProfilerActivity, profile
 
@@ -190,9 +200,11 @@ def main() -> None:
         model = copy.deepcopy(base)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
         longest = max(s.length for s in batch)
-        arms["bare (padded to longest)"] = (timed(lambda: bare_step(model, opt, batch, pad, autocast), args.steps),
-                                            len(batch) * longest, 1 - tokens / (len(batch) * longest))
-        rows += [(shape, tokens, arm, sec, run, share_) for arm, (sec, run, share_) in arms.items()]
+        steps["bare (padded to longest)"] = lambda model=model, opt=opt: bare_step(model, opt, batch, pad, autocast)
+        layout["bare (padded to longest)"] = (len(batch) * longest, 1 - tokens / (len(batch) * longest))
+        best = interleaved(steps, args.steps)
+        rows += [(shape, tokens, arm, best[arm], *layout[arm]) for arm in steps]
+        del steps
     peak = max(peak, matmul_peak(getattr(torch, args.dtype), args.matmul))  # before and after: the less disturbed
     print(f"model {args.model} ({linear / 1e6:.1f} M linear weights), {args.dtype}, threads {torch.get_num_threads()}, "
           f"{args.dtype} matmul peak ({args.matmul}^2, best before/after): {peak / 1e9:.1f} GFLOP/s\n")

@@ -438,8 +438,7 @@ class Learner:
             return float(norm) if norm is not None else float("nan")
         params = self.master if self.master is not None else self._trained()
         sum_grads(self.dist, params)
-        norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
-        self.optimizer.step()
+        norm = self._clipped_step(params)
         # The fused AdamW kernel writes the weights without bumping their version counters; a generator that keys
         # what it keeps on them (HFPolicy's prefix memo, arena/policies/hf_prefix.py) must see the change.
         torch.autograd.graph.increment_version(self._trained())
@@ -449,6 +448,27 @@ class Learner:
                 for m, p in zip(self.master, self._trained(), strict=True):
                     p.copy_(m)  # round to bf16
         return float(norm)
+
+    def _clipped_step(self, params: list[torch.Tensor]) -> torch.Tensor:
+        """AdamW on the gradients clipped to a global norm of ``grad_clip``; returns their norm before.
+
+        ``clip_grad_norm_`` multiplies every gradient by ``c = min(1, grad_clip / (norm + 1e-6))`` in a
+        pass of its own; the fused AdamW kernel divides each gradient by ``optimizer.grad_scale`` as it
+        reads it (the interface ``torch.amp.GradScaler`` uses), so ``grad_scale = 1 / c`` applies the
+        same clip with no extra pass over the gradients (the same update to float rounding; none at all
+        when ``c = 1``). A non-finite norm takes ``clip_grad_norm_``'s own path."""
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        if not bool(torch.isfinite(norm)):
+            torch.nn.utils.clip_grads_with_norm_(params, self.cfg.grad_clip, norm)
+            self.optimizer.step()
+            return norm
+        scale = (norm + 1e-6) / self.cfg.grad_clip
+        self.optimizer.grad_scale = scale.float() if float(scale) > 1.0 else None  # type: ignore[attr-defined]
+        try:
+            self.optimizer.step()
+        finally:
+            del self.optimizer.grad_scale  # type: ignore[attr-defined]
+        return norm
 
     @property
     def partitioned(self) -> bool:
