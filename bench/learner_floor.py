@@ -2,10 +2,11 @@
 
 For each batch shape it times one ``Learner.step`` (GRPO, one update, no KL, one micro-batch per
 token budget) with ``learner.share_prompt_prefix`` on and off, and a bare PyTorch step on exactly the
-same tokens (the three arms take turns, one step each a round, and each keeps its fastest step): the rows right-padded to the longest, one forward, the log-softmax at the completion
-positions only, ``-mean(A * logp)`` over the completion tokens, backward, fused AdamW. Beside them,
-the matmul peak for the dtype (two n x n matrices, best of 5), and the share of the positions each
-forward runs that is padding. The shapes (token counts as in the issue):
+same tokens (the three arms take turns, one step each a round, each keeping its fastest step): the
+rows right-padded to the longest, one forward, the log-softmax at the completion positions only,
+``-mean(A * logp)`` over the completion tokens, backward, fused AdamW. Beside them, the matmul peak
+for the dtype (two n x n matrices, best of 5), and the share of the positions each forward runs that
+is padding. The shapes (token counts as in the issue):
 
     kuhn   35 samples, ~150-token prompts whose first 120 tokens are the same, 2-6-token replies
     spyrl  24 samples, ~300-token prompts sharing their first 200 tokens (the system prompt up to
@@ -165,7 +166,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="random", help="random (a 4-layer random Llama) or a model name/path")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    p.add_argument("--steps", type=int, default=3, help="rounds of one timed step per arm, the arms taking turns (the fastest counts), after a warm-up")
+    p.add_argument("--steps", type=int, default=3,
+                   help="rounds of one timed step per arm, the arms taking turns (the fastest counts), after a warm-up")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="bfloat16: autocast")
     p.add_argument("--budget", type=int, default=4096, help="learner.token_budget")
     p.add_argument("--matmul", type=int, default=1024)

@@ -84,6 +84,7 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
     "arena/games/openspiel/descent.py": ("arena.games.openspiel.descent.*",),
     "arena/learners/progress.py": ("arena.learners.progress.x_scheduled_lr__mutmut_*",),
+    "arena/learners/clip.py": ("arena.learners.clip.*",),
     "arena/loop/warm_start.py": ("arena.loop.warm_start.x_threshold__mutmut_*", "arena.loop.warm_start.x_episode_turns__mutmut_*"),
     "arena/loop/stop.py": tuple(f"arena.loop.stop.{f}__mutmut_*" for f in (
         "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),
@@ -104,6 +105,8 @@ EQUIVALENT: set[str] = {
     "arena.games.household.actions.x__action_text__mutmut_29",
     # normalise: rstrip(".") -> rstrip("XX.XX") runs after lower(), so no "X" is left to strip.
     "arena.games.household.actions.x_normalise__mutmut_12",
+    # clipped_step: scale > 1 -> >= 1: a grad_scale of exactly 1 divides every gradient by 1, which changes nothing.
+    "arena.learners.clip.x_clipped_step__mutmut_12",
     # kl_penalty's default "k3" -> "XXk3XX" / "K3": every value but "k1" selects k3.
     "arena.learners.losses.x_kl_penalty__mutmut_1",
     "arena.learners.losses.x_kl_penalty__mutmut_2",

@@ -51,6 +51,7 @@ import torch
 from arena.core.distributed import SINGLE, Dist, max_value, sum_grads, sum_tensor, sum_values
 from arena.core.types import Sample
 from arena.learners.batch import MicroBatch, choice_budget, collate, completion_log_softmax, completion_logprobs, pack  # noqa: F401
+from arena.learners.clip import clipped_step
 from arena.learners.config import LearnerConfig, ObjectiveConfig
 from arena.learners.lora import apply_lora, is_lora
 from arena.learners.losses import (
@@ -450,25 +451,7 @@ class Learner:
         return float(norm)
 
     def _clipped_step(self, params: list[torch.Tensor]) -> torch.Tensor:
-        """AdamW on the gradients clipped to a global norm of ``grad_clip``; returns their norm before.
-
-        ``clip_grad_norm_`` multiplies every gradient by ``c = min(1, grad_clip / (norm + 1e-6))`` in a
-        pass of its own; the fused AdamW kernel divides each gradient by ``optimizer.grad_scale`` as it
-        reads it (the interface ``torch.amp.GradScaler`` uses), so ``grad_scale = 1 / c`` applies the
-        same clip with no extra pass over the gradients (the same update to float rounding; none at all
-        when ``c = 1``). A non-finite norm takes ``clip_grad_norm_``'s own path."""
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        if not bool(torch.isfinite(norm)):
-            torch.nn.utils.clip_grads_with_norm_(params, self.cfg.grad_clip, norm)
-            self.optimizer.step()
-            return norm
-        scale = (norm + 1e-6) / self.cfg.grad_clip
-        self.optimizer.grad_scale = scale.float() if float(scale) > 1.0 else None  # type: ignore[attr-defined]
-        try:
-            self.optimizer.step()
-        finally:
-            del self.optimizer.grad_scale  # type: ignore[attr-defined]
-        return norm
+        return clipped_step(self.optimizer, params, self.cfg.grad_clip)
 
     @property
     def partitioned(self) -> bool:

@@ -1,4 +1,4 @@
-"""The learner's clip (arena/learners/update.py, ``Learner._clipped_step``): the global-norm clip applied by
+"""The learner's clip (arena/learners/clip.py ``clipped_step``, through ``Learner._clipped_step``): the global-norm clip applied by
 the fused AdamW kernel as it reads the gradients, against ``clip_grad_norm_`` then AdamW, step by step."""
 
 from __future__ import annotations
@@ -50,7 +50,23 @@ def test_the_folded_clip_equals_clip_grad_norm_then_adamw(tiny: Any, clip: float
     assert not hasattr(folded.optimizer, "grad_scale"), "the scale is the step's own, not left for the next"
 
 
-def test_a_non_finite_norm_takes_clip_grad_norm_s_path(tiny: Any) -> None:
+def test_the_step_divides_by_the_norm_over_the_clip(tiny: Any) -> None:
+    """The scale the kernel reads: (norm + 1e-6) / grad_clip where that is above 1, none below. Norms near
+    the 1e-6 make its every part count: norm 2e-6 at a clip of 2e-6 gives 1.5 (2e-6 alone would give 1)."""
+    learner = Learner(copy.deepcopy(tiny), LearnerConfig(lr=1e-2, beta=0.0, grad_clip=2e-6), PAD)
+    params = learner._trained()
+    n = sum(p.numel() for p in params)
+    seen: list[Any] = []
+    step = learner.optimizer.step
+    learner.optimizer.step = lambda: (seen.append(getattr(learner.optimizer, "grad_scale", "unset")), step())[1]
+    for norm in (2e-6, 0.5e-6):  # scale 1.5 (clipped), then 0.75 (untouched)
+        for p in params:
+            p.grad = torch.full_like(p, norm / n**0.5)
+        assert float(learner._clipped_step(params)) == pytest.approx(norm, rel=1e-4)
+    assert float(seen[0]) == pytest.approx(1.5, rel=1e-4) and seen[1] is None
+
+
+def test_a_non_finite_norm_leaves_the_weights_non_finite_as_clip_grad_norm_does(tiny: Any) -> None:
     learner = Learner(copy.deepcopy(tiny), LearnerConfig(lr=1e-2, beta=0.0), PAD)
     params = learner._trained()
     for p in params:
