@@ -190,3 +190,19 @@ def test_a_run_descent_cannot_drive_is_one_line_at_start_up(sets: list[str], wor
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "train.exact_descent: true" in lines[0] and words in lines[0], out.stderr
+
+
+def test_leduc_ed_yaml_is_kuhn_ed_yaml_on_leduc() -> None:
+    """leduc.ed.yaml: kuhn.ed.yaml's method (natural weighting, bound 0.05, one update a step) on Leduc, whose 936
+    states the descent can walk; only the game, the learning rate and the length differ (bench/RESULTS.md)."""
+    from pathlib import Path
+
+    from arena.loop.config import load_config
+
+    here = Path(__file__).resolve().parents[2] / "arena/games/openspiel"
+    leduc, kuhn = (load_config(here / f"{n}.yaml") for n in ("leduc.ed", "kuhn.ed"))
+    assert leduc.game.settings.game == "leduc_poker" and leduc.game.settings.action_mode == "score"
+    assert leduc.learner.model_copy(update={"lr": kuhn.learner.lr}) == kuhn.learner and leduc.learner.lr == 1e-5
+    assert leduc.policies == kuhn.policies
+    assert (leduc.train.exact_descent, leduc.train.descent_weighting, leduc.train.descent_bound) == (True, "natural", 0.05)
+    assert check_game(leduc.game.settings).num_players() == 2  # under exploitability_max_states
