@@ -35,26 +35,27 @@ def card_group(game_name: str, info_state: str) -> str:
     return re.sub(r"\[Private: \d+\]", "", info_state)
 
 
-def blind_projection(rows: Sequence[tuple[str, dict[str, float]]], game_name: str
-                     ) -> list[tuple[str, dict[str, float]]]:
-    """Each row's probabilities replaced by the plain mean over the rows of its card group (module docstring)."""
+def card_groups(rows: Sequence[tuple[str, dict[str, float]]], game_name: str) -> dict[str, list[dict[str, float]]]:
+    """The rows' action probabilities by card group (:func:`card_group`), in row order."""
     groups: dict[str, list[dict[str, float]]] = defaultdict(list)
     for state, probs in rows:
         groups[card_group(game_name, state)].append(probs)
-    mean = {g: {a: sum(p[a] for p in ps) / len(ps) for a in ps[0]} for g, ps in groups.items()}
+    return groups
+
+
+def blind_projection(rows: Sequence[tuple[str, dict[str, float]]], game_name: str
+                     ) -> list[tuple[str, dict[str, float]]]:
+    """Each row's probabilities replaced by the plain mean over the rows of its card group (module docstring)."""
+    mean = {g: {a: sum(p[a] for p in ps) / len(ps) for a in ps[0]} for g, ps in card_groups(rows, game_name).items()}
     return [(state, dict(mean[card_group(game_name, state)])) for state, _ in rows]
 
 
 def spread(rows: Sequence[tuple[str, dict[str, float]]], game_name: str) -> tuple[float, float]:
     """(mean over groups of the largest max-min probability gap over actions, share of groups whose argmax differs)."""
-    groups: dict[str, list[dict[str, float]]] = defaultdict(list)
-    for state, probs in rows:
-        groups[card_group(game_name, state)].append(probs)
-    gaps, differ = [], 0
-    for ps in groups.values():
-        gaps.append(max(max(p[a] for p in ps) - min(p[a] for p in ps) for a in ps[0]))
-        differ += len({max(p, key=p.get) for p in ps}) > 1
-    return sum(gaps) / len(gaps), differ / len(groups)
+    groups = card_groups(rows, game_name).values()
+    gaps = [max(max(p[a] for p in ps) - min(p[a] for p in ps) for a in ps[0]) for ps in groups]
+    differ = sum(len({max(p, key=p.get) for p in ps}) > 1 for ps in groups)
+    return sum(gaps) / len(gaps), differ / len(gaps)
 
 
 def exploitability_of_rows(game_name: str, rows: Sequence[tuple[str, dict[str, float]]]) -> float:
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     blind = exploitability_of_rows(game_name, blind_projection(rows, game_name))
     gap, differ = spread(rows, game_name)
     pure = all(min(v, 1 - v) < 1e-3 for _, probs in rows for v in probs.values())
-    print(f"{game_name}: {len(rows)} information states, {len({card_group(game_name, s) for s, _ in rows})} card groups")
+    print(f"{game_name}: {len(rows)} information states, {len(card_groups(rows, game_name))} card groups")
     print(f"exploitability, played: {played:.4f} (recomputed from the table: {own:.4f})")
     print(f"exploitability, its card-blind projection: {blind:.4f}")
     print(f"spread across cards: mean largest gap {gap:.3f}; groups whose most likely action differs {differ:.2f}")

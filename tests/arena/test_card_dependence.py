@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyspiel
 import pytest
 from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import cfr
+
+from arena.games.openspiel.types import OpenSpielConfig
+from arena.rank.exploitability import played_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("card_dependence", ROOT / "bench/card_dependence.py")
@@ -17,13 +21,8 @@ spec.loader.exec_module(card_dependence)
 
 
 def rows_of(game_name: str, table: os_policy.TabularPolicy) -> list[tuple[str, dict[str, float]]]:
-    rows = []
-    for i, state in enumerate(table.states):
-        player = state.current_player()
-        rows.append((state.information_state_string(player),
-                     {state.action_to_string(player, a): float(table.action_probability_array[i][a])
-                      for a in state.legal_actions()}))
-    return rows
+    """The rows ``arena.eval exploitability`` hands the script (``played_rows``) for a tabular policy."""
+    return played_rows(SimpleNamespace(config=OpenSpielConfig(game=game_name)), table.action_probability_array)
 
 
 def nash(game_name: str, iterations: int) -> list[tuple[str, dict[str, float]]]:
