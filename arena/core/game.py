@@ -14,8 +14,10 @@ A game writes only its rules; this class wires them into PettingZoo:
   (:meth:`LLMGame.pending_seats`). ``Phase(..., sealed="episode"|"forever")``
   declares that a hidden phase's outputs stay secret after it closes too (the
   kit checks it). ``Phase(..., audience={writer: [seats]})`` declares replies
-  addressed to some seats only (private offers), and :meth:`LLMGame.draw_private`
-  a secret drawn for one seat (a valuation, a hand); the kit checks both.
+  addressed to some seats only (private offers; ``addressed=True``: each reply names
+  its own), :meth:`LLMGame.draw_private` a secret drawn for one seat (a valuation)
+  and :meth:`LLMGame.deal_private` a joint deal (roles, cards from one deck); the
+  kit checks all three.
 * **Public phases** (``hidden=False``): seats act in turn, and a later seat sees
   the earlier seats' replies only if ``observe_seat`` puts them in its
   observation: read them with ``self.outputs(phase_name)`` (raw text so far, by
@@ -28,7 +30,8 @@ A game writes only its rules; this class wires them into PettingZoo:
   ``penalty``. Every attempt is a :class:`~arena.core.types.Turn` and is counted in
   ``infos``.
 * **Per-turn rewards.** ``credit(seat, phase, amount)`` books a reward on the
-  seat's final turn of that phase. The same amounts flow into PettingZoo's
+  seat's final turn of that phase occurrence, so the seat must have a turn there
+  (a seat killed before it acted has none: credit its last turn). The same amounts flow into PettingZoo's
   ``rewards`` / ``_cumulative_rewards`` at the step that earned them, so the AEC
   totals and the per-turn records always agree.
 * **Seeding.** Each env owns a ``numpy.random.Generator``; ``reset(seed=s)``
@@ -111,9 +114,15 @@ class LLMGame(GameRules[ObsT, CfgT], AECEnv):
         self.agents: list[str] = []
         self.shared: Any = None
         self.seat_roles: dict[str, str] = {}
-        #: Set by the conformance kit only: (seat, generator) whose private draws are drawn again.
+        #: Set by the conformance kit only: (seat, generator) whose private draws are drawn again, and the
+        #: generator every private deal is dealt again from.
         self.kit_redraw: tuple[str, np.random.Generator] | None = None
+        self.kit_redeal: np.random.Generator | None = None
         self.private_seats: set[str] = set()
+        #: Every value :meth:`deal_private` dealt this episode, by seat, in order.
+        self.private_dealt: dict[str, list[Any]] = {}
+        #: (move number, owner, seat) for each :meth:`reveal_private`.
+        self.private_reveals: list[tuple[int, str, str]] = []
 
     def _build_examples(self, seat: str) -> Sequence[str]:
         try:
@@ -168,6 +177,9 @@ class LLMGame(GameRules[ObsT, CfgT], AECEnv):
         self._truncation: str | None = None
         self.seat_roles = {}
         self.private_seats = set()
+        self.private_dealt = {}
+        self.private_reveals = []
+        self._audiences: dict[tuple[str, int, str], tuple[str, ...]] = {}
         self._enter(self.setup(self._rng, parsed))
 
     def _known_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,6 +220,10 @@ class LLMGame(GameRules[ObsT, CfgT], AECEnv):
         turn = self._record(seat, text)
         self._prompts.clear()
         parsed = self.parse(seat, text)
+        audience = self._phase.audience
+        if self._phase.addressed or audience is not None:  # who may see this reply, for the kit and the game
+            seen_by = self.reply_audience(seat, parsed) if audience is None else audience.get(seat, ())
+            self._audiences[(self._phase.name, self.phase_index, seat)] = tuple(seen_by)
         if isinstance(parsed, Invalid):
             self._on_invalid(seat, turn, parsed)
             if turn.retried:
@@ -274,6 +290,34 @@ class LLMGame(GameRules[ObsT, CfgT], AECEnv):
             return draw(self.kit_redraw[1])
         return value
 
+    def deal_private(self, seats: Sequence[str], rng: np.random.Generator,
+                     deal: Callable[[np.random.Generator], Sequence[T]]) -> dict[str, T]:
+        """A joint secret deal (roles, cards from one deck): ``deal(rng)`` gives one value per seat of
+        ``seats``, in order, each seen by its own seat only; returns seat -> value.
+
+        As with :meth:`draw_private`, ``deal(rng)`` always runs (``rng`` moves as it would) and the kit may
+        replace its result by a deal from another generator: a seat whose value comes out the same then
+        sees nothing change. The values are kept in ``private_dealt``."""
+        values = list(deal(rng))
+        if self.kit_redeal is not None:
+            values = list(deal(self.kit_redeal))
+        if len(values) != len(seats):
+            raise ValueError(f"deal_private: the deal gave {len(values)} values for {len(seats)} seats")
+        for seat, value in zip(seats, values):
+            self.private_dealt.setdefault(seat, []).append(value)
+        return dict(zip(seats, values))
+
+    def reveal_private(self, owner: str, to: str) -> None:
+        """Declare that ``to`` is shown ``owner``'s private value (drawn or dealt) from now on, by the rules (the
+        seer's vision, fellow werewolves): the kit then lets what ``to`` sees depend on it from this move on."""
+        self.private_reveals.append((len(self.turns), owner, to))
+
+    def reply_seen_by(self, phase: str, occurrence: int, seat: str) -> tuple[str, ...] | None:
+        """Who besides ``seat`` may see the reply it wrote in that phase occurrence: the phase's ``audience``
+        entry, or what :meth:`reply_audience` named in an ``addressed`` phase; None where the phase declares
+        neither or the seat has not written yet."""
+        return self._audiences.get((phase, occurrence, seat))
+
     def outputs(self, phase: str, occurrence: int | None = None) -> dict[str, str]:
         """Raw completions of a CLOSED phase occurrence (default: the latest) by seat.
 
@@ -308,7 +352,9 @@ class LLMGame(GameRules[ObsT, CfgT], AECEnv):
         index = self._occurrences.get(phase, 0) - 1 if occurrence is None else occurrence
         key = (seat, phase, index)
         if key not in self._final_turn:
-            raise KeyError(f"credit: {seat} has no turn in phase {phase!r} (occurrence {index})")
+            raise KeyError(f"credit: {seat} has no turn in phase {phase!r} (occurrence {index}); a reward is booked "
+                           "on a turn the seat took in that phase occurrence: credit a phase it acted in (its last "
+                           "turn is the last of self.turns with that seat) or pass occurrence=")
         self.turns[self._final_turn[key]].reward += float(amount)
         self.rewards[seat] += float(amount)
 

@@ -4,13 +4,15 @@ engine that runs them as a PettingZoo AEC environment (phases, hidden outputs, i
 credit, seeding) is :class:`arena.core.game.LLMGame`, which games subclass; its module docstring
 is the contract. Required: :meth:`~GameRules.seat_names`, :meth:`~GameRules.setup`,
 :meth:`~GameRules.observe_seat`, :meth:`~GameRules.render_messages`, :meth:`~GameRules.parse`,
-:meth:`~GameRules.close_phase`; every other method here has a default.
+:meth:`~GameRules.close_phase`; every other method here has a default. Declarations the conformance kit
+checks (:mod:`arena.testing`): ``zero_sum``, ``team_zero_sum`` with :meth:`~GameRules.team`,
+:meth:`~GameRules.out_of_game`, and per-reply audiences (:meth:`~GameRules.reply_audience`).
 """
 
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -48,6 +50,9 @@ class GameRules(Generic[ObsT, CfgT], metaclass=ABCMeta):
     #: Opt-in check of the kit: True if each episode's totals sum to 0, or the phases
     #: whose rewards sum to 0 (in ``na`` invalid mode).
     zero_sum: ClassVar[bool | tuple[str, ...]] = False
+    #: Opt-in check of the kit: each episode's rewards are zero-sum by team (:meth:`team`): the seats of one
+    #: team end with equal totals and the teams' totals sum to 0 (in ``na`` invalid mode). Two teams: opposite.
+    team_zero_sum: ClassVar[bool] = False
     #: The game's default training section ({"learner": {...}, "train": {...}}), under
     #: whatever the YAML sets. Without estimators there, every declared phase gets GRPO
     #: with one group per (phase, role) over the step, so a new game trains with no
@@ -94,6 +99,20 @@ class GameRules(Generic[ObsT, CfgT], metaclass=ABCMeta):
 
         Call :meth:`credit` for rewards. Return the next phase, or None to end.
         """
+
+    def team(self, seat: str) -> str | None:
+        """The seat's team this episode (``team_zero_sum`` checks rewards by it); None: no team (the default)."""
+        return None
+
+    def out_of_game(self) -> Collection[str]:
+        """Seats eliminated so far (a dead seat): the kit checks that such a seat never moves again and never
+        comes back. Default: none."""
+        return ()
+
+    def reply_audience(self, seat: str, action: Any) -> Sequence[str]:
+        """In a phase declared ``Phase(..., addressed=True)``: the seats that may see ``seat``'s reply, named by
+        the reply itself (``action``: its parsed value, or :class:`Invalid`). The writer always may. Default: nobody."""
+        return ()
 
     def group_keys(self, seat: str, phase: str) -> dict[str, str]:
         """Keys advantage estimators group this seat's turn by."""

@@ -83,6 +83,11 @@ class Phase:
       it is open; a public one (``hidden=False``) may show a reply to its audience
       at once. The base does not filter: ``observe_seat`` shows a seat the replies
       that :meth:`may_see` allows (``outputs``/``actions`` return every reply).
+    * ``addressed``: each reply names its own audience (a direct message "to bob:
+      ...", an offer to a seat of the writer's choosing): the game's
+      ``reply_audience(seat, action)`` returns the seats that may see it, read after
+      each reply is parsed (:meth:`LLMGame.reply_seen_by`); the kit then checks it as
+      it checks ``audience``. Not with ``audience`` (one of the two says who may see).
     """
 
     name: str
@@ -91,11 +96,15 @@ class Phase:
     sealed: Literal["episode", "forever"] | None = None
     free_text: bool = False
     audience: Mapping[str, Sequence[str]] | None = field(default=None, hash=False)
+    addressed: bool = False
 
     def __post_init__(self) -> None:
+        if self.addressed and self.audience is not None:
+            raise ValueError(f"phase {self.name!r}: give audience (fixed when the phase opens) or addressed=True "
+                             "(each reply names its audience through reply_audience), not both")
         if self.sealed not in (None, "episode", "forever"):
             raise ValueError(f"phase {self.name!r}: sealed must be 'episode', 'forever' or None (got {self.sealed!r})")
-        if self.sealed and not self.hidden and self.audience is None:
+        if self.sealed and not self.hidden and self.audience is None and not self.addressed:
             raise ValueError(
                 f"phase {self.name!r}: a sealed phase must be hidden (hidden=True) or declare who may see each reply "
                 "(audience=...)"
@@ -130,8 +139,8 @@ class Phase:
     @property
     def kept_until(self) -> Literal["episode", "forever"] | None:
         """How long a reply stays with the seats allowed to see it after the phase closes: ``sealed``, else
-        ``"episode"`` for a phase with an ``audience`` (a private message stays private), else None."""
-        return self.sealed or ("episode" if self.audience is not None else None)
+        ``"episode"`` for a phase with an ``audience`` or ``addressed`` (a private message stays private), else None."""
+        return self.sealed or ("episode" if self.audience is not None or self.addressed else None)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,16 @@ legal action (adversarial and 100,000-character replies included), a reply nobod
 could parse is marked invalid unless its phase is ``free_text``, hidden phases
 leak nothing while open and ``sealed`` ones nothing after they close, and
 declared zero-sum rewards sum to zero. Declared private information is checked
-by :mod:`arena.testing.privacy`: a reply in a phase with an ``audience`` reaches
-no seat outside it, and a secret drawn with ``draw_private`` for one seat
-reaches no other. :mod:`arena.testing.strategies` has Hypothesis strategies for
-adversarial completions.
+by :mod:`arena.testing.privacy` and :mod:`arena.testing.draws`: a reply in a
+phase with an ``audience`` (or ``addressed``: the reply names its own) reaches no
+seat outside it, a secret drawn with ``draw_private`` for one seat reaches no
+other, and a joint deal (``deal_private``: roles, cards) reaches each seat's own
+value only. Rule invariants a game declares (``team_zero_sum``, ``out_of_game``)
+are checked by :mod:`arena.testing.declared`. Whatever the game raises is
+reported with the seed, the seat and the phase (:mod:`arena.testing.moves`), and
+where the kit could not compare anything it warns (:class:`KitWarning`) rather
+than pass in silence. :mod:`arena.testing.strategies` has Hypothesis strategies
+for adversarial completions.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from arena.testing.invariants import (
     check_zero_sum,
     play_texts,
 )
-from arena.testing.privacy import check_private_draws, check_private_replies
+from arena.testing.declared import check_declared_invariants
+from arena.testing.draws import check_private_draws
+from arena.testing.moves import GameRaised, KitWarning
+from arena.testing.privacy import check_private_replies
 from arena.testing.strategies import ADVERSARIAL, LONG, completions
 
 
@@ -47,6 +56,7 @@ def check_game(env_fn: EnvFn, bot: object | None = None, seeds: tuple[int, ...] 
         check_hidden_information(env_fn, seed)
         check_private_replies(env_fn, seed)
         check_private_draws(env_fn, seed)
+        check_declared_invariants(env_fn, seed, ADVERSARIAL)
         check_zero_sum(env_fn, ADVERSARIAL, seed)
         check_zero_sum(env_fn, env_fn().action_space(env_fn().possible_agents[0]).examples or ("",), seed)
         check_seeded_replay(env_fn, lambda: ScriptedPolicy(bot or random_bot), seed)  # type: ignore[arg-type]
@@ -57,7 +67,10 @@ __all__ = [
     "ADVERSARIAL",
     "LONG",
     "EnvFn",
+    "GameRaised",
+    "KitWarning",
     "check_any_text_is_legal",
+    "check_declared_invariants",
     "check_game",
     "check_hidden_information",
     "check_hidden_outputs",

@@ -18,6 +18,7 @@ import numpy as np
 
 from arena.core.game import LLMGame, Phase
 from arena.core.types import Episode
+from arena.testing.moves import GameRaised, kit_reset, kit_step, kit_view, where
 from pettingzoo.test import api_test, seed_test
 
 EnvFn = Callable[[], LLMGame]
@@ -80,7 +81,7 @@ def global_random_guard(what: str) -> Iterator[None]:
 def play_texts(env: LLMGame, seed: int, texts: Iterable[str]) -> Episode:
     """Play one game feeding ``texts`` in order (cycled) as every completion."""
     pool = list(texts) or [""]
-    env.reset(seed=seed)
+    kit_reset(env, seed)
     cumulative = {a: 0.0 for a in env.agents}
     k = 0
     for agent in env.agent_iter(max_iter=10_000):
@@ -88,14 +89,7 @@ def play_texts(env: LLMGame, seed: int, texts: Iterable[str]) -> Episode:
         assert math.isfinite(reward), f"non-finite reward {reward} for {agent}"
         cumulative[agent] += reward
         text = None if term or trunc else pool[k % len(pool)]
-        phase = env.phase.name
-        try:
-            env.step(text)
-        except Exception as e:  # noqa: BLE001 - any exception here is the game's bug, reported with where it happened
-            raise AssertionError(
-                f"{agent} in phase {phase!r}: the game raised {type(e).__name__}: {e} on the completion "
-                f"{(text or '')[:80]!r}; parse must return a value or Invalid(reason) for any string"
-            ) from e
+        kit_step(env, text)
         k += 1
     assert not env.agents, "game did not end within 10,000 steps"
     ep = env.episode()
@@ -122,18 +116,21 @@ def _sealed_open(phase: Phase, done: bool) -> bool:
     return phase.kept_until == "forever" or (phase.kept_until == "episode" and not done)
 
 
-def _may_see_closed(phase: Phase, viewer: str, author: str) -> bool:
+Audience = tuple[str, ...] | None  # who besides the writer may see a reply (LLMGame.reply_seen_by); None: undeclared
+
+
+def _may_see_closed(phase: Phase, viewer: str, author: str, audience: Audience) -> bool:
     """After a kept phase closes: the author, and its audience where the phase declares one."""
-    return viewer == author or (phase.audience is not None and phase.may_see(viewer, author))
+    return viewer == author or (audience is not None and viewer in audience)
 
 
-def _may_see_open(phase: Phase, viewer: str, author: str) -> bool:
+def _may_see_open(phase: Phase, viewer: str, author: str, audience: Audience) -> bool:
     """While a phase is open: nobody else in a hidden one, the audience in a public one with an audience."""
-    return viewer == author if phase.hidden else phase.may_see(viewer, author)
+    return viewer == author if phase.hidden else audience is None or viewer == author or viewer in audience
 
 
 def _secrecy(phase: Phase) -> str:
-    if phase.audience is not None:
+    if phase.audience is not None or phase.addressed:
         return f"shows each reply to its audience only (kept until {phase.kept_until!r})"
     return f"is sealed ({phase.sealed!r})"
 
@@ -143,15 +140,17 @@ def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
 
     A sealed phase (``Phase(sealed=...)``) is checked after it closes too: until the
     episode ends (``"episode"``) or also in the final views (``"forever"``). In a
-    phase with an ``audience`` a seat outside a writer's audience never sees the
-    raw reply (while open, and after it closes for as long as ``Phase.kept_until``).
+    phase with an ``audience`` (or ``addressed``: each reply names its own) a seat
+    outside a writer's audience never sees the raw reply (while open, and after it
+    closes for as long as ``Phase.kept_until``).
     """
     env = env_fn()
-    env.reset(seed=seed)
+    kit_reset(env, seed)
     rng = np.random.default_rng(seed)
     makers = {s: _markers(env, s, rng) for s in env.possible_agents}
-    open_marks: dict[str, str] = {}
-    sealed: list[tuple[Phase, tuple[str, int], dict[str, str]]] = []
+    Marks = dict[str, tuple[str, Audience]]  # author -> (its marker, who may see it)
+    open_marks: Marks = {}
+    sealed: list[tuple[Phase, tuple[str, int], Marks]] = []
     phase = (env.phase.name, env.phase_index)  # an occurrence, not a name: phases may repeat
     current = env.phase
 
@@ -159,16 +158,16 @@ def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
         for viewer in env.possible_agents:
             seen = _final_view(env, viewer) if env.done else _view(env, viewer)
             marks = []
-            if not env.done and (current.hidden or current.audience is not None):
+            if not env.done and (current.hidden or current.kept_until):
                 what = "is hidden" if current.hidden else _secrecy(current)
                 marks.append((current, phase, what, open_marks, _may_see_open))
-            kept = [(p, where, m) for p, where, m in sealed if _sealed_open(p, env.done)]
-            marks += [(p, where, _secrecy(p), m, _may_see_closed) for p, where, m in kept]
-            for p, where, what, by_author, allowed in marks:
-                for author, mark in by_author.items():
-                    assert allowed(p, viewer, author) or mark not in seen, (
-                        f"phase {where!r} {what} but {viewer} can see {author}'s output"
-                        + (" after it closed" if where != phase or env.done else "")
+            kept = [(p, occ, m) for p, occ, m in sealed if _sealed_open(p, env.done)]
+            marks += [(p, occ, _secrecy(p), m, _may_see_closed) for p, occ, m in kept]
+            for p, occ, what, by_author, allowed in marks:
+                for author, (mark, audience) in by_author.items():
+                    assert allowed(p, viewer, author, audience) or mark not in seen, (
+                        f"seed {seed}: phase {occ!r} {what} but {viewer} can see {author}'s output"
+                        + (" after it closed" if occ != phase or env.done else "")
                     )
 
     while not env.done:
@@ -179,8 +178,8 @@ def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
         look()
         seat = env.agent_selection
         text, mark = next(makers[seat])
-        env.step(text)
-        open_marks[seat] = mark
+        kit_step(env, text)
+        open_marks[seat] = (mark, env.reply_seen_by(*phase, seat))
     if current.kept_until:
         sealed.append((current, phase, open_marks))
     if any(p.kept_until == "forever" for p, _, _ in sealed):
@@ -188,11 +187,10 @@ def check_hidden_outputs(env_fn: EnvFn, seed: int = 0) -> None:
 
 
 def _view(env: LLMGame, seat: str) -> str:
-    return env.observe(seat).model_dump_json() + repr(env.prompt(seat))
+    return kit_view(env, seat, lambda e, s: e.observe(s).model_dump_json() + repr(e.prompt(s)))
 
 
-def _final_view(env: LLMGame, seat: str) -> str:
-    """What a seat is shown once the episode is over (its final observation, rendered)."""
+def _raw_final_view(env: LLMGame, seat: str) -> str:
     try:
         final = env.observe_seat(seat)
         return final.model_dump_json() + repr(env.render_messages(final))
@@ -200,19 +198,24 @@ def _final_view(env: LLMGame, seat: str) -> str:
         return env.observe(seat).model_dump_json()
 
 
+def _final_view(env: LLMGame, seat: str) -> str:
+    """What a seat is shown once the episode is over (its final observation, rendered)."""
+    return kit_view(env, seat, _raw_final_view)
+
+
 Step = tuple[str, str, tuple[str, int], Phase]
 
 
 def _example_texts(env: LLMGame, rng: np.random.Generator, seed: int) -> list[Step]:
     """Play one game on the seats' example completions: (seat, text, phase occurrence, phase) per step."""
-    env.reset(seed=seed)
+    kit_reset(env, seed)
     steps = []
     while not env.done:
         seat = env.agent_selection
         examples = env.action_space(seat).examples or ("",)
         text = examples[int(rng.integers(len(examples)))]
         steps.append((seat, text, (env.phase.name, env.phase_index), env.phase))
-        env.step(text)
+        kit_step(env, text)
     return steps
 
 
@@ -223,9 +226,9 @@ def _other_text(env: LLMGame, seat: str, text: str) -> str:
 
 def _replay(env_fn: EnvFn, seed: int, texts: list[str]) -> LLMGame:
     env = env_fn()
-    env.reset(seed=seed)
+    kit_reset(env, seed)
     for text in texts:
-        env.step(text)
+        kit_step(env, text)
     return env
 
 
@@ -308,7 +311,7 @@ def check_unparseable_is_invalid(env_fn: EnvFn, seed: int = 0, texts: Iterable[s
     pool = list(texts)
     for offset in (0, 1):
         env = env_fn()
-        env.reset(seed=seed)
+        kit_reset(env, seed)
         rng = np.random.default_rng(seed)
         k = 0
         while not env.done and k < 10_000:
@@ -316,7 +319,7 @@ def check_unparseable_is_invalid(env_fn: EnvFn, seed: int = 0, texts: Iterable[s
             examples = env.action_space(seat).examples or ("",)
             bad = (k + offset) % 2 == 0
             text = pool[(k // 2) % len(pool)] if bad else examples[int(rng.integers(len(examples)))]
-            env.step(text)
+            kit_step(env, text)
             turn = env.turns[-1]
             assert not (bad and turn.valid and not phase.free_text), (
                 f"{seat} in phase {phase.name!r}: the unparseable reply {text!r} became the action {turn.action!r}; "
@@ -359,8 +362,8 @@ def check_seed_determinism(env_fn: EnvFn, seed: int = 0, steps: int = 200) -> No
     a, b = env_fn(), env_fn()
     rng = np.random.default_rng(seed)
     with global_random_guard(f"seed {seed}: reset and {steps} steps on example completions"):
-        a.reset(seed=seed)
-        b.reset(seed=seed)
+        kit_reset(a, seed)
+        kit_reset(b, seed)
         for k in range(steps):
             if a.done or b.done:
                 break
@@ -373,8 +376,8 @@ def check_seed_determinism(env_fn: EnvFn, seed: int = 0, steps: int = 200) -> No
             seat = a.agent_selection
             examples = a.action_space(seat).examples or ("",)
             text = examples[int(rng.integers(len(examples)))]
-            a.step(text)
-            b.step(text)
+            kit_step(a, text)
+            kit_step(b, text)
 
 
 def check_seeded_replay(env_fn: EnvFn, policy_fn: Callable[[], object], seed: int = 0) -> None:
@@ -386,10 +389,18 @@ def check_seeded_replay(env_fn: EnvFn, policy_fn: Callable[[], object], seed: in
     """
     from arena.runner import play_one_at_a_time
 
+    def play(snapshot: Any) -> Episode:
+        env = env_fn()
+        try:
+            return play_one_at_a_time(env, {"p": policy_fn()}, seed, state=snapshot)  # type: ignore[dict-item]
+        except Exception as e:  # noqa: BLE001 - the game's (or the bot's) bug, reported with where it happened
+            raise GameRaised(f"{where(env)}: playing the scripted policy, the game raised {type(e).__name__}: "
+                             f"{e}") from e
+
     state = env_fn().make_state()
     snapshot = state.snapshot() if state is not None else None
-    a = play_one_at_a_time(env_fn(), {"p": policy_fn()}, seed, state=snapshot)  # type: ignore[dict-item]
-    b = play_one_at_a_time(env_fn(), {"p": policy_fn()}, seed, state=snapshot)  # type: ignore[dict-item]
+    a = play(snapshot)
+    b = play(snapshot)
     if a.model_dump_json() != b.model_dump_json():
         where = next(
             (f"turn {x.index} ({x.seat}, phase {x.phase!r})" for x, y in zip(a.turns, b.turns) if x != y),
@@ -401,7 +412,7 @@ def check_seeded_replay(env_fn: EnvFn, policy_fn: Callable[[], object], seed: in
         )
     if state is not None:
         state.update([a], {})
-        c = play_one_at_a_time(env_fn(), {"p": policy_fn()}, seed, state=snapshot)  # type: ignore[dict-item]
+        c = play(snapshot)
         assert c.model_dump_json() == a.model_dump_json(), (
             "updating the game state changed a replay from an earlier snapshot: the snapshot is not frozen"
         )

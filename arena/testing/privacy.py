@@ -1,30 +1,42 @@
-"""Checks of declared private information: replies addressed to some seats, and secrets drawn for one seat.
+"""Checks of declared private information: replies addressed to some seats, secrets drawn for one seat, joint deals.
 
-Both vary one thing and replay the game on the same seed and the same completions
+Each varies one thing and replays the game on the same seed and the same completions
 otherwise, comparing what every seat that must not know sees, move by move:
 
-* :func:`check_private_replies`: in a phase with ``Phase(..., audience=...)``,
-  one writer's reply is replaced; no seat outside its audience may see a
-  difference until the episode ends (in the final views too with ``sealed="forever"``).
-* :func:`check_private_draws`: every value a game drew with
-  :meth:`~arena.core.game.LLMGame.draw_private` for one seat is drawn again; no
-  other seat may see a difference until the episode ends.
+* :func:`check_private_replies`: in a phase with ``Phase(..., audience=...)`` or
+  ``Phase(..., addressed=True)`` (each reply names its own audience), one writer's reply
+  is replaced; no seat outside its audience may see a difference until the episode
+  ends (in the final views too with ``sealed="forever"``).
+* :func:`arena.testing.draws.check_private_draws`: every value drawn with
+  :meth:`~arena.core.game.LLMGame.draw_private` for one seat, and every joint deal of
+  :meth:`~arena.core.game.LLMGame.deal_private`, is drawn again.
 
 Anything a seat sees that depends on the varied value counts, raw text or parsed
 values or their consequences (an accepted offer announced to all is a leak).
+
+**The course of play.** Two games are compared only where they run the same course: the
+same phases in the same order, the same seat to move (a reply check) or the same number of
+moves per phase (a secret check, where who moves may be the secret). A varied reply that
+changes the course (a night kill names another victim, so other seats talk next) cannot be
+compared with the game as played; the kit then tries the writer's other example replies, and
+then the same reply reworded (a note added, so the parsed action stays the same): this
+checks the raw text, while the parsed value's consequences are public by the game's own
+rules. When nothing could be compared the kit warns (:class:`~arena.testing.moves.KitWarning`),
+never passes silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
 import numpy as np
 
 from arena.core.game import LLMGame, Phase
 from arena.testing.invariants import (
-    _GLOBAL_RANDOM, EnvFn, GlobalRandomWatch, _example_texts, _final_view, _other_text, _replay, _view, _where,
+    _GLOBAL_RANDOM, EnvFn, GlobalRandomWatch, _example_texts, _final_view, _replay, _view, _where,
 )
+from arena.testing.moves import KitWarning, kit_reset, kit_step
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,7 @@ class _Moment:
     """The game before move ``k`` (after the last move: the final views): where it is and each seat's view."""
 
     where: tuple[object, ...]
+    course: tuple[object, ...]
     label: str
     views: dict[str, str]
 
@@ -44,28 +57,32 @@ def _label(env: LLMGame, k: int) -> str:
     return f"at {env.agent_selection}'s move in phase {env.phase.name!r} (occurrence {env.phase_index})"
 
 
-def _trace(env: LLMGame, seed: int, texts: Sequence[str], start: int) -> list[_Moment]:
+def _course(env: LLMGame) -> tuple[object, ...]:
+    """Where the game is, without who moves: the phase occurrence (or the end)."""
+    return (True,) if env.done else (env.phase.name, env.phase_index)
+
+
+def _trace(env: LLMGame, seed: int, texts: Sequence[str], start: int) -> tuple[list[_Moment], LLMGame]:
     """Reset ``env`` and play ``texts``, recording every seat's view before each move from ``start`` on.
 
-    Stops early once the game ends before the texts run out (a varied reply changed its course)."""
-    env.reset(seed=seed)
+    Stops early once the game ends before the texts run out (a varied value changed its course)."""
+    kit_reset(env, seed)
     moments = []
     for k in range(len(texts) + 1):
         view = _final_view if env.done else _view
         views = {s: view(env, s) for s in env.possible_agents} if k >= start else {}
-        moments.append(_Moment(_where(env), _label(env, k), views))
+        moments.append(_Moment(_where(env), _course(env), _label(env, k), views))
         if env.done or k == len(texts):
             break
-        env.step(texts[k])
-    return moments
+        kit_step(env, texts[k])
+    return moments, env
 
 
-def _changes(played: list[_Moment], other: list[_Moment], viewers: Sequence[str], final: bool) -> dict[str, int]:
-    """The first move at which each viewer's view differs, while both games are at the same point."""
+def _changes(played: list[_Moment], other: list[_Moment], viewers: Sequence[str], final: bool,
+             upto: int | None = None) -> dict[str, int]:
+    """The first move (before ``upto``) at which each viewer's view differs."""
     first: dict[str, int] = {}
-    for k, (a, b) in enumerate(zip(played, other)):
-        if a.where != b.where:
-            break  # the varied value changed the course of the game (a retry, an early end): nothing comparable
+    for k, (a, b) in enumerate(zip(played[:upto], other[:upto])):
         if not a.views or not b.views or (a.where == (True,) and not final):
             continue
         for viewer in viewers:
@@ -86,90 +103,97 @@ def _confirm(env_fn: EnvFn, seed: int, texts: Sequence[str], k: int, viewer: str
         )
 
 
+def _rewordings(text: str) -> Iterator[str]:
+    """The same reply in other words: a note after it, before it, or a space (most parsers read past them)."""
+    yield f"{text}\n(QZX a note)"
+    yield f"(QZX a note)\n{text}"
+    yield f"{text} "
+
+
+def _alternatives(env: LLMGame, writer: str, text: str) -> Iterator[tuple[str, bool]]:
+    """(another reply, whether it is the same reply reworded): the writer's other examples, then rewordings."""
+    for example in dict.fromkeys(env.action_space(writer).examples or ()):
+        if example != text:
+            yield example, False
+    if not env.action_space(writer).examples:
+        yield text + " (something else)", False
+    for reworded in _rewordings(text):
+        yield reworded, True
+
+
+def _same_action(a: LLMGame, b: LLMGame, idx: Sequence[int]) -> bool:
+    return all((a.turns[i].valid, a.turns[i].action) == (b.turns[i].valid, b.turns[i].action) for i in idx)
+
+
 def check_private_replies(env_fn: EnvFn, seed: int = 0) -> None:
-    """In a phase with an ``audience``, what a seat outside a writer's audience sees cannot depend on its reply.
+    """In a phase with an ``audience`` (or ``addressed``), what a seat outside a writer's audience sees cannot
+    depend on its reply.
 
     For each writer in each such phase occurrence, the game is replayed with that
-    writer's reply replaced by another example (every other completion and the seed
-    the same), and every seat outside its audience is compared with the game as
-    played at every move from the reply until the episode ends (and in the final
-    views when the phase is ``sealed="forever"``). Raw text and parsed values are
-    both caught; a consequence shown to all (an accepted offer announced) counts too.
+    writer's reply replaced (every other completion and the seed the same), and every
+    seat outside its audience (in either game: a reply may name its own) is compared
+    with the game as played at every move from the reply until the episode ends (and in
+    the final views when the phase is ``sealed="forever"``). Raw text and parsed values
+    are both caught; a consequence shown to all (an accepted offer announced) counts too.
+    A replacement that changes the course of play is not compared (module docstring).
     """
     watch = GlobalRandomWatch()
     env = env_fn()
     steps = _example_texts(env, np.random.default_rng(seed), seed)
     replies: dict[tuple[str, int, str], list[int]] = {}
     for i, (seat, _, (name, occurrence), phase) in enumerate(steps):
-        if phase.audience is not None:
+        if phase.kept_until and (phase.audience is not None or phase.addressed):
             replies.setdefault((name, occurrence, seat), []).append(i)
     if not replies:
         return
     texts = [t for _, t, _, _ in steps]
-    played = _trace(env_fn(), seed, texts, start=min(i for idx in replies.values() for i in idx) + 1)
+    played, played_env = _trace(env_fn(), seed, texts, start=min(i for idx in replies.values() for i in idx) + 1)
     for (name, occurrence, writer), idx in replies.items():
         phase: Phase = steps[idx[0]][3]
-        unknown = sorted(set((phase.audience or {}).get(writer, ())) - set(env.possible_agents))
+        what = f"phase {name!r} (occurrence {occurrence})"
+        audience = played_env.reply_seen_by(name, occurrence, writer) or ()
+        unknown = sorted(set(audience) - set(env.possible_agents))
         assert not unknown, (
-            f"phase {name!r} (occurrence {occurrence}): the audience of {writer} names {', '.join(unknown)}, not seats "
+            f"seed {seed}: {what}: the audience of {writer} names {', '.join(unknown)}, not seats "
             f"of this game ({', '.join(env.possible_agents)})"
         )
-        blind = [v for v in env.possible_agents if not phase.may_see(v, writer)]
-        if not blind:
+        if all(v == writer or v in audience for v in env.possible_agents):
             continue
-        swapped = [_other_text(env, writer, t) if i in idx else t for i, t in enumerate(texts)]
-        other = _trace(env_fn(), seed, swapped, start=idx[0] + 1)
-        changed = _changes(played, other, blind, final=phase.kept_until == "forever")
-        if not changed:
-            continue
-        viewer, k = min(changed.items(), key=lambda kv: (kv[1], env.possible_agents.index(kv[0])))
-        what = f"phase {name!r} (occurrence {occurrence})"
-        _confirm(env_fn, seed, texts, k, viewer, played[k].views[viewer], what, watch)
-        audience = ", ".join(phase.audience.get(writer, ())) if phase.audience else ""
-        open_now = played[k].where[:2] == (name, occurrence)
-        raise AssertionError(
-            f"seed {seed}: {what} shows {writer}'s reply only to {audience or 'nobody else'}, but what {viewer} "
-            f"sees changes with it {played[k].label}"
-            + (", while the phase is open" if open_now else ", after the phase closed")
-            + ": the reply (or a value parsed from it, or a consequence of it) reaches a seat outside its audience"
-        )
+        compared = _compare_reply(env_fn, seed, texts, idx, played, played_env, writer, phase, what, watch)
+        if not compared:
+            warnings.warn(KitWarning(
+                f"seed {seed}: the kit could not check {what}'s reply of {writer}: every other reply it tried, "
+                "and the same reply reworded, changed the course of play (or how the reply parsed), so no game "
+                "could be compared with the one played; give action_examples that keep the course"
+            ), stacklevel=2)
     watch.check(f"seed {seed}, the private-reply check's replays")
 
 
-def check_private_draws(env_fn: EnvFn, seed: int = 0, tries: int = 4) -> None:
-    """No seat's view depends on a secret the game drew for another seat (:meth:`LLMGame.draw_private`).
-
-    For each seat that drew a private value, the game is replayed with that seat's
-    draws taken from another generator (the seed and every completion the same), and
-    every other seat is compared with the game as played at every move until the
-    episode ends. A redraw can repeat the value it replaces, so up to ``tries``
-    generators are used, until one changes what the seat itself sees.
-    """
-    watch = GlobalRandomWatch()
-    env = env_fn()
-    steps = _example_texts(env, np.random.default_rng(seed), seed)
-    seats = [s for s in env.possible_agents if s in env.private_seats]
-    if not seats:
-        return
-    texts = [t for _, t, _, _ in steps]
-    played = _trace(env_fn(), seed, texts, start=0)
-    for number, seat in enumerate(seats):
-        for attempt in range(tries):
-            redrawn = env_fn()
-            redrawn.kit_redraw = (seat, np.random.default_rng([seed, number, attempt]))
-            changed = _changes(played, _trace(redrawn, seed, texts, start=0), env.possible_agents, final=False)
-            leaks = {v: k for v, k in changed.items() if v != seat}
-            if leaks:
-                viewer, k = min(leaks.items(), key=lambda kv: (kv[1], env.possible_agents.index(kv[0])))
-                what = f"{seat}'s private draw"
-                _confirm(env_fn, seed, texts, k, viewer, played[k].views[viewer], what, watch)
-                raise AssertionError(
-                    f"seed {seed}: what {viewer} sees changes when only {seat}'s private draw "
-                    f"(draw_private) is drawn again, {played[k].label}: {seat}'s secret (or a value computed from "
-                    "it) reaches another seat"
-                )
-            if seat in changed:
-                break  # this redraw changed what the seat sees, and nobody else saw it
-    watch.check(f"seed {seed}, the private-draw check's replays")
-
-
+def _compare_reply(env_fn: EnvFn, seed: int, texts: list[str], idx: list[int], played: list[_Moment],
+                   played_env: LLMGame, writer: str, phase: Phase, what: str, watch: GlobalRandomWatch) -> bool:
+    """Replace ``writer``'s reply (at ``idx``) by the first alternative that keeps the course; raise on a leak.
+    Returns whether any game could be compared."""
+    key = (phase.name, played_env.turns[idx[0]].phase_index)
+    for alternative, reworded in _alternatives(played_env, writer, texts[idx[0]]):
+        swapped = [alternative if i in idx else t for i, t in enumerate(texts)]
+        other, other_env = _trace(env_fn(), seed, swapped, start=idx[0] + 1)
+        if [m.where for m in other] != [m.where for m in played]:
+            continue  # another course: a different game, not comparable
+        if reworded and not _same_action(played_env, other_env, idx):
+            continue
+        seen_by = {*(played_env.reply_seen_by(*key, writer) or ()), *(other_env.reply_seen_by(*key, writer) or ())}
+        blind = [v for v in played_env.possible_agents if v != writer and v not in seen_by]
+        changed = _changes(played, other, blind, final=phase.kept_until == "forever")
+        if changed:
+            viewer, k = min(changed.items(), key=lambda kv: (kv[1], played_env.possible_agents.index(kv[0])))
+            _confirm(env_fn, seed, texts, k, viewer, played[k].views[viewer], what, watch)
+            open_now = played[k].where[:2] == key
+            raise AssertionError(
+                f"seed {seed}: {what} shows {writer}'s reply only to {', '.join(sorted(seen_by)) or 'nobody else'}, "
+                f"but what {viewer} sees changes with it {played[k].label}"
+                + (", while the phase is open" if open_now else ", after the phase closed")
+                + (" (the reply reworded, its parsed action the same: the raw text leaks)" if reworded else "")
+                + ": the reply (or a value parsed from it, or a consequence of it) reaches a seat outside its audience"
+            )
+        return True
+    return False

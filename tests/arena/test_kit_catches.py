@@ -109,7 +109,8 @@ def test_catches_global_random_state() -> None:
 
 
 def test_catches_a_parser_that_raises() -> None:
-    with pytest.raises(AssertionError, match=r"seat_0 in phase 'pick': the game raised ValueError"):
+    with pytest.raises(AssertionError, match=r"seed 0: seat_0 in phase 'pick' \(occurrence 0\): the game raised "
+                                             r"ValueError: .* \(in parse, tests/arena/test_kit_catches.py:\d+\)"):
         check_game(lambda: RaisingParser())
 
 
@@ -186,7 +187,7 @@ def test_catches_a_parser_that_fails_only_on_long_input() -> None:
     from arena.testing import ADVERSARIAL, check_any_text_is_legal
 
     check_any_text_is_legal(lambda: FailsOnLongNumbers(), ADVERSARIAL)  # short replies: nothing wrong
-    with pytest.raises(AssertionError, match=r"seat_0 in phase 'pick': the game raised ValueError: Exceeds the limit"):
+    with pytest.raises(AssertionError, match=r"seed 0: seat_0 in phase 'pick' \(occurrence 0\): the game raised ValueError: Exceeds the limit"):
         check_game(lambda: FailsOnLongNumbers())
 
 
