@@ -76,10 +76,14 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/household/tasks.py": ("arena.games.household.tasks.x_satisfied__mutmut_*", "arena.games.household.tasks.x_draw_world_id__mutmut_*"),
     "arena/games/household/actions.py": ("arena.games.household.actions.*",),
     # The exact yardstick (#34): the pure parts the fast tests reach (arena/loop/exact.py imports them from
-    # arena/policies/choices.py, which plays them in action_mode: score); model_action_probs and choose need a
-    # model (tests/arena/test_exact_model.py, tests/games/test_openspiel_score.py: too slow per mutant).
-    "arena/policies/choices.py": ("arena.policies.choices.x_normalise__mutmut_*",
-                                  "arena.policies.choices.x_action_ids__mutmut_*"),
+    # arena/policies/choices.py, which plays them in action_mode: score), and the draw among choices on hand-built
+    # scores (tests/policies/test_choices_draw.py, #53); model_action_probs needs a model.
+    "arena/policies/choices.py": tuple(f"arena.policies.choices.x_{f}__mutmut_*" for f in (
+        "normalise", "action_ids", "draw", "choose")),
+    # Held-out seeds and bootstrap intervals (#53), against binomial percentiles by hand and reference loops
+    # (tests/arena/test_heldout_values.py); per_episode and summarise read whole episodes (tests/arena/test_eval.py).
+    "arena/stats/heldout.py": tuple(f"arena.stats.heldout.x_{f}__mutmut_*" for f in (
+        "held_out_seeds", "bootstrap", "bootstrap_difference")),
     "arena/games/openspiel/rules.py": ("arena.games.openspiel.rules.x_describe__mutmut_*",),
     "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
     "arena/games/openspiel/descent.py": ("arena.games.openspiel.descent.*",),
