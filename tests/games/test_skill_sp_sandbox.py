@@ -8,6 +8,7 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from arena.games.skill_sp.sandbox import (
     SandboxPool,
     SandboxUnavailable,
     Status,
+    find_bwrap,
     no_exec_filter,
     no_fork_filter,
 )
@@ -28,17 +30,33 @@ LIMITS = Limits(wall_s=8.0, cpu_s=1, memory_mb=128, output_bytes=1 << 16, file_b
 SLACK_S = 4.0  # killing and reaping on a loaded 2-core machine
 
 
-def start_sandbox(limits: Limits) -> Sandbox:
-    """A sandbox with ``limits``, or the test skipped with the reason bubblewrap cannot start."""
+def start_sandbox(limits: Limits, **kwargs: Any) -> Sandbox:
+    """A sandbox with ``limits``; the test is skipped only when no bubblewrap binary exists.
+
+    A bubblewrap that is there but fails our own start-up probe is a failure: it is how a
+    bug in the sandbox's limits or filters shows first, and a skip would hide it."""
     try:
-        return Sandbox(limits)
+        find_bwrap()
     except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap cannot start a sandbox on this machine: {exc}")
+        pytest.skip(f"no bubblewrap on this machine: {exc}")
+    try:
+        return Sandbox(limits, **kwargs)
+    except SandboxUnavailable as exc:
+        pytest.fail(f"the sandbox's start-up probe failed: {exc}")
 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Sandbox:
     return start_sandbox(LIMITS)
+
+
+def test_a_failed_start_up_probe_fails_the_test_instead_of_skipping_it():
+    """bubblewrap is here; a sandbox whose probe cannot run (here: a launcher that exits at once) is a
+    test failure, where it used to skip every test of the module."""
+    with pytest.raises(BaseException) as raised:  # noqa: PT011 - Skipped and Failed are BaseExceptions
+        start_sandbox(LIMITS, bwrap="/bin/false")
+    assert raised.type is pytest.fail.Exception, raised
+    assert "start-up probe failed" in str(raised.value)
 
 
 def leftovers(run_id: str) -> list[int]:

@@ -8,9 +8,11 @@ of its pid namespace), standard library only. Before any untrusted code runs it
    (a descriptor it measures with ``fstatvfs``), so nothing the code does later can hide either;
 1. reads the run's secret from stdin (a pipe the parent wrote and closed) and
    puts ``/dev/null`` on fd 0, so the secret is left only in this process's memory;
-2. sets the resource limits (soft = hard: without capabilities they cannot be raised back);
+2. sets the resource limits (soft = hard: without capabilities they cannot be raised back)
+   and turns transparent huge pages off for the process (``PR_SET_THP_DISABLE``);
 3. installs a second seccomp filter that denies ``execve``/``execveat`` (bubblewrap's
-   filter must still allow the exec of this interpreter; this one comes after it).
+   filter must still allow the exec of this interpreter; this one comes after it) and
+   ``PR_SET_THP_DISABLE``, so the code cannot turn huge pages back on.
 
 Reads ``/box/_job.json``: ``{"mode": "run", "code": ...}`` runs the code as
 ``__main__``; ``{"mode": "call", "module", "function", "kwargs"}`` imports the
@@ -34,6 +36,10 @@ import traceback
 _write, _exit = os.write, os._exit  # taken before untrusted code can patch them
 READY = b"R"  # the first byte on the result descriptor: the driver runs, in the sandbox's final root
 MAX_DEPTH = 64  # as sandbox.MAX_DEPTH: deeper results are refused here already
+# Queued signals of the run: each is kernel memory, and every level of user namespaces above counts them too,
+# so the host's root (the caller's uid) shares one budget with the run (20 000 queued to itself made the
+# host's own timer_create fail). Far above what any validator queues; the code cannot raise it back.
+SIGPENDING = 64
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
@@ -96,6 +102,7 @@ def set_limits(lim):
     RLIMIT_CPU: soft = hard, so the kernel sends SIGKILL at the limit (pid 1 of a
     namespace ignores a default-action SIGXCPU). RLIMIT_NPROC does not bind a
     process whose real uid is the host's root; the seccomp filter is what holds.
+    RLIMIT_SIGPENDING: :data:`SIGPENDING` queued signals (the kernel drops or refuses more).
     """
     mb = 1 << 20
     for res, value in (
@@ -107,8 +114,21 @@ def set_limits(lim):
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_MEMLOCK, 0),
         (resource.RLIMIT_MSGQUEUE, 0),
+        (resource.RLIMIT_SIGPENDING, SIGPENDING),
     ):
         resource.setrlimit(res, (value, value))
+
+
+def no_huge_pages():
+    """``prctl(PR_SET_THP_DISABLE, 1)``: no transparent huge page for this process, whatever the host's setting.
+
+    A page held by reference past munmap (a pipe, before seccomp denied vmsplice) keeps its whole folio
+    alive: 2 MiB for a 4 KiB piece, none of it counted by RLIMIT_AS. The exec filter refuses the prctl after this."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(41, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_THP_DISABLE failed")
 
 
 def deny_exec(filter_hex):
@@ -253,6 +273,7 @@ def main():
     os.closerange(fd + 1, 1 << 20)
     os.set_inheritable(fd, False)
     set_limits(job["limits"])
+    no_huge_pages()
     deny_exec(job["noexec_filter"])
     sys.path.insert(0, "/box")
     del sys.argv[1:]

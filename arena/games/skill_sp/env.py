@@ -245,9 +245,11 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
     def _judge(self, responses: Mapping[str, Any]) -> dict[str, tuple[bool, Any]]:
         """(correct, answer) per seat; unparsed responses are wrong and abstain.
 
-        One sandbox run judges the whole phase; if that run hits a limit (one hostile
-        response), each response is judged in its own run, concurrently in the pool,
-        so only the offending response fails.
+        The answer is always the trusted one (judging.py): a validator that fails on a
+        response makes it wrong, never an abstention. One pair of sandbox runs judges the
+        whole phase; if the answers' run fails, or every check failed (one hostile response
+        can take the validators' run down), each response is judged in its own runs,
+        concurrently in the pool, so only the offending response fails.
         """
         if self.proposal is None:
             raise RuntimeError("responses are judged only after a verified proposal")
@@ -258,9 +260,8 @@ class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
         contract = self.proposal.contract
         [batch] = self._run([Job(files=self._files(), module="judge", function="evaluate_all",
                                  kwargs={"contract": contract, "responses": [responses[s] for s in seats]})])  # fmt: skip
-        if batch.ok and isinstance(batch.value, list) and len(batch.value) == len(seats):
-            values = batch.value
-        else:
+        values = batch.value if batch.ok and isinstance(batch.value, list) and len(batch.value) == len(seats) else None
+        if values is None or (len(seats) > 1 and all(isinstance(v, dict) and "error" in v for v in values)):
             jobs = [Job(files=self._files(), module="judge", function="evaluate",
                         kwargs={"contract": contract, "response": responses[s]}) for s in seats]  # fmt: skip
             values = [r.value if r.ok else None for r in self._run(jobs)]

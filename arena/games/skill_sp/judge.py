@@ -3,7 +3,8 @@
 A verdict per response is ``{"correct": bool, "answer": value}``: whether the validators'
 exact checker accepts the response, and the answer it amounts to (for a tool-use
 contract, the value its tool calls return; otherwise the response itself; ``None``
-when the calls fail or the check raised), which the probe majority counts.
+only when the calls fail), which the probe majority counts. A check that fails adds
+``"error"`` and makes the response wrong; its answer stays what trusted code computed.
 
 The model-written ``validators.py`` can take over the interpreter it runs in (frames,
 ``gc``, match-statement class patterns read any attribute: the static check in
@@ -18,10 +19,11 @@ never one run. :meth:`~arena.games.skill_sp.sandbox.Sandbox.call` of
 * :func:`answers` in a second sandbox process, without ``validators.py`` (only this
   file and ``tools.py``): the trusted answers, out of the validators' reach;
 
-and the parent combines them with :func:`combine`. ``evaluate_all`` judges a phase's
-responses in one pair of runs; an exception in one response's check makes only that
-response wrong (with ``error``); ``evaluate`` of a response whose check raises is an
-error result.
+and the parent (``judging.py``) combines them with :func:`combine`. ``evaluate_all``
+judges a phase's responses in one pair of runs; an exception in one response's check
+makes only that response wrong (with ``error``), and a validators' run that fails as a
+whole makes every response wrong: no failure of the validators removes an answer from
+the majority.
 
 Standard library only, and no import at module level: the parent imports this module
 for :func:`combine` and :func:`validate_checks`; the sandbox imports it as ``judge``.
@@ -36,7 +38,7 @@ def checks(contract, responses):
     for response in responses:
         try:
             out.append(bool(validators.check(contract, response)))
-        except Exception as exc:  # noqa: BLE001 - a validator may fail on any response
+        except BaseException as exc:  # noqa: BLE001 - a validator may fail on any response (SystemExit too)
             out.append({"error": f"{type(exc).__name__}: {exc}"[:200]})
     return out
 
@@ -64,11 +66,14 @@ def validate_checks(value, count):
 
 
 def combine(verdicts, answered):
-    """The verdicts: the validators' checks (from :func:`checks`) with the trusted answers (from :func:`answers`)."""
+    """The verdicts: the validators' checks (from :func:`checks`) with the trusted answers (from :func:`answers`).
+
+    A failed check makes its response wrong and keeps its trusted answer: the validators never choose
+    which answers the probe majority counts."""
     out = []
     for correct, answer in zip(verdicts, answered, strict=True):
         if isinstance(correct, dict):
-            out.append({"correct": False, "answer": None, "error": correct["error"]})
+            out.append({"correct": False, "answer": answer, "error": correct["error"]})
         else:
             out.append({"correct": correct, "answer": answer})
     return out

@@ -143,7 +143,9 @@ FORBIDDEN_ATTRIBUTES = frozenset(
      "getouterframes", "getinnerframes", "f_trace", "gc", "ctypes",
      # string.Formatter().get_field("0.__class__...") reads attributes named in a string; typing evaluates
      # annotation strings (eval) in get_type_hints and ForwardRef
-     "Formatter", "get_field", "get_type_hints", "ForwardRef", "walk_stack", "walk_tb", "extract_stack"}
+     "Formatter", "get_field", "get_type_hints", "ForwardRef", "walk_stack", "walk_tb", "extract_stack",
+     # functools.update_wrapper / wraps copy attributes named in strings (assigned=, updated=) from one object
+     "update_wrapper", "wraps"}
 )  # fmt: skip
 # Modules that lead to the interpreter (frames, code objects, eval), to files, descriptors or processes.
 _DOOR_MODULES = frozenset(
@@ -188,15 +190,18 @@ MODULE_DOORS = _module_doors()
 def validator_problems(source: str) -> list[str]:
     """Static checks of validators.py: it parses, imports only ALLOWED_IMPORTS, defines validate and check.
 
-    On the AST, besides ``import`` statements: no name of :data:`FORBIDDEN_NAMES`
+    On the AST, besides ``import`` statements (and no ``from m import *``, which would
+    bring ``attrgetter`` or ``get_type_hints`` in under names no check sees): no name of :data:`FORBIDDEN_NAMES`
     (``__import__``, ``importlib``, ``exec``/``eval``/``compile``, ``getattr``
     and friends, ``globals``...), no ``__dunder__`` name other than ``__name__``, and
     no attribute, whether read with a dot or by a match-statement class pattern
     (``case tuple(__class__=t)``), that is a dunder, ``_private``, in
     :data:`FORBIDDEN_ATTRIBUTES` (``frame.f_globals``, ``string.Formatter``...) or in
     :data:`MODULE_DOORS` (``re.enum.bltns``, ``json.codecs``); no string naming a
-    dunder (``"0.__class__"``); the source is UTF-8 (a ``coding`` cookie for anything
-    else would make the sandbox run other code than the one checked here).
+    dunder (``"0.__class__"``); no string inside an annotation (``typing.get_type_hints``
+    and ``functools.singledispatch`` evaluate it: ``def f(x: "eval")`` hands out ``eval``,
+    which runs bytes or a code object no check reads); the source is UTF-8 (a ``coding``
+    cookie for anything else would make the sandbox run other code than the one checked here).
 
     It is advisory: a first filter that refuses the usual routes to the interpreter,
     not a proof (Python offers more). What holds without it: the sandbox contains
@@ -219,7 +224,7 @@ def validator_problems(source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             names = [(node.module or "").split(".")[0] if node.level == 0 else "." * node.level]
             problems += [f"validators.py imports {a.name!r} from {node.module!r}" for a in node.names
-                         if a.name in FORBIDDEN_NAMES or _forbidden_attribute(a.name)]  # fmt: skip
+                         if a.name in FORBIDDEN_NAMES or _forbidden_attribute(a.name) or a.name == "*"]  # fmt: skip
         elif isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or _dunder(node.id)):
             problems.append(f"validators.py uses {node.id!r}")
         elif isinstance(node, ast.Attribute) and _forbidden_attribute(node.attr):
@@ -235,6 +240,9 @@ def validator_problems(source: str) -> list[str]:
             problems.append(f"validators.py defines {node.name!r}")
         elif isinstance(node, ast.Global | ast.Nonlocal):
             problems += [f"validators.py uses {n!r}" for n in node.names if n in FORBIDDEN_NAMES or _dunder(n)]
+        elif isinstance(node, ast.arg | ast.FunctionDef | ast.AsyncFunctionDef | ast.AnnAssign):
+            problems += _text_in_annotation(node.returns if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                                            else node.annotation)  # fmt: skip
         problems += [f"validators.py imports {n!r}" for n in names if n not in ALLOWED_IMPORTS]
     problems = list(dict.fromkeys(problems))
     defined = {n.name: len(n.args.args) for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -243,6 +251,17 @@ def validator_problems(source: str) -> list[str]:
     if defined.get("check") != 2:
         problems.append("validators.py must define check(contract, response)")
     return problems
+
+
+def _text_in_annotation(annotation: ast.expr | None) -> list[str]:
+    """A string anywhere in an annotation is code: ``typing.get_type_hints`` (also behind
+    ``functools.singledispatch``'s ``register``) evaluates it with ``eval``, and the checks above
+    never see inside a string. ``from __future__ import annotations`` stays fine: its strings are
+    the annotations' own source, checked as code here."""
+    if annotation is None:
+        return []
+    return [f"validators.py has a string in an annotation ({n.value[:40]!r}): it would run as code"
+            for n in ast.walk(annotation) if isinstance(n, ast.Constant) and isinstance(n.value, str | bytes)]  # fmt: skip
 
 
 def _dunder(name: str) -> bool:

@@ -34,14 +34,24 @@ only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
   read-only 64 KiB ``/dev`` with only null/zero/full/random/urandom, a size-capped
   ``/tmp`` (the only writable mount), an ipc namespace, and a seccomp deny-list for the
   memory that RLIMIT_AS does not count (SysV shm/msg/sem, POSIX message queues,
-  memfd, io_uring, userfaultfd);
+  memfd, io_uring, userfaultfd, and ``vmsplice``/``splice``/``tee``/``sendfile``, which
+  put pages into a pipe by reference: a 4 KiB piece of a huge page kept its 2 MiB alive
+  past ``munmap``, 768 MiB under a 256 MiB limit); transparent huge pages are off for the
+  run (``PR_SET_THP_DISABLE``, set by the driver, refused to the code afterwards); page
+  tables (``VmPTE``) are polled by the parent and count against ``memory_mb``: past 1/16
+  of it the run is killed as a memory failure (one page per GiB-apart mapping held 483
+  MiB of page tables under a 256 MiB limit before);
 * **host-wide budgets** a run would share with every other process of the caller's uid or
   of the host: the filter refuses ``io_setup`` (``fs.aio-max-nr``), ``io_uring_setup``,
   ``inotify_init``/``inotify_init1``/``inotify_add_watch`` (the uid's inotify instances:
   a root caller's run counts as the host's root), ``timer_create`` (POSIX timers; no
   validator needs them, ``threading.Timer`` and ``time.sleep`` do not use them),
-  ``fcntl`` ``F_SETLEASE``/``F_NOTIFY``, ``prctl`` ``PR_SET_PDEATHSIG``/``PR_SET_DUMPABLE``
-  and ``socketpair`` of any family but AF_UNIX;
+  ``fcntl`` ``F_SETLEASE``/``F_NOTIFY``/``F_SETPIPE_SZ``, ``prctl``
+  ``PR_SET_PDEATHSIG``/``PR_SET_DUMPABLE``, ``setsockopt`` ``SO_SNDBUF``/``SO_RCVBUF``
+  (and their FORCE twins) and ``socketpair`` of any family but AF_UNIX; RLIMIT_SIGPENDING
+  is 64: every user namespace above the run counts its queued signals too, so 5 000
+  real-time signals queued to itself raised the host root's count by 5 000 (at 96 367,
+  the host's own ``timer_create`` fails); now by at most 64;
 * **privilege**: user namespace without capabilities, nested user namespaces disabled
   (``--disable-userns``), no mount/unshare/setns, keyrings, BPF, perf, personality,
   module or kexec calls, no exec of any binary once the interpreter runs;
@@ -56,12 +66,13 @@ only). It may do anything Python and raw syscalls (``ctypes``) allow. Defended:
   descriptor, or a process that exits before the driver reports cannot forge a
   result. Reports are parsed with size and depth limits;
 * the **judge's verdict**: ``Sandbox.call`` of ``judge.evaluate_all``/``evaluate`` (the
-  package's own judge.py) is two runs, combined by the parent: the validators'
-  checks (one boolean or error per response, shape-checked) and the answers, computed
-  by trusted code (judge.py, tools.py) in a run that holds no model-written code. A
-  validator that takes over its run (below) decides only whether responses are
+  package's own judge.py) is two runs, combined by the parent (judging.py): the
+  validators' checks (one boolean or error per response, shape-checked) and the answers,
+  computed by trusted code (judge.py, tools.py) in a run that holds no model-written code.
+  A validator that takes over its run (below) decides only whether responses are
   correct, which ``check`` decides anyway; it cannot choose the answers the probe
-  majority counts.
+  majority counts: a check that raises, a validators' run that times out, exits or
+  reports garbage makes responses *wrong*, and their trusted answers still count.
 
 Not defended (limits of the design):
 
@@ -83,10 +94,25 @@ Not defended (limits of the design):
   polling: the parent measures ``/tmp`` with ``fstatvfs`` on a descriptor it opened
   before the code ran, and threads through a ``/proc/PID`` descriptor, so a main
   thread that leaves (``pthread_exit``, which makes ``/proc/PID/root`` unreadable)
-  changes nothing; pipe and socket buffers are bounded only by
-  RLIMIT_NOFILE and the kernel's per-user limits (tens of MiB; TCP, whose buffers
-  grow to MiBs, is refused: only AF_UNIX and AF_NETLINK sockets). All are freed with
-  the run. A memory cgroup per run would bound them; none is used here;
+  changes nothing. Page tables are polled the same way (``VmPTE``, read from a thread
+  that still runs when the main one has left): a Python loop got to 16-20 MiB against a
+  16 MiB cap before the kill; machine code called through ``ctypes`` could build more
+  within one ``POLL_S``;
+* pipe and socket buffers, bounded by descriptors, not by ``memory_mb``: RLIMIT_NOFILE
+  (``open_files``) open and as many again in flight (``SCM_RIGHTS``; the kernel stops
+  at RLIMIT_NOFILE), each at its default size because resizing is refused: a socket
+  queues ``net.core.wmem_default`` (208 KiB on this host, whose ``wmem_max`` is 4 MiB)
+  plus one message, a pipe 64 KiB. At the default 64 descriptors that is at most
+  128 x 272 KiB = 34 MiB; the attack of issue 54 (every descriptor a filled socket or
+  pipe, full ones parked in flight) queued 13 MiB, where it queued 517 MiB before.
+  TCP, whose buffers grow to MiBs, is refused: only AF_UNIX and AF_NETLINK sockets;
+* negative dentries: looking up names that do not exist under ``/usr`` (or any host
+  mount) leaves dentries in the host's cache after the run, bounded by the CPU limit:
+  about 150 000 lookups and 28 MiB of reclaimable slab per CPU second from Python
+  (+56 MiB after a 2-second run; issue 54's attack left +171 MiB), which the kernel
+  frees under memory pressure. Everything else above is freed with the run. A memory
+  cgroup per run would charge all of these to ``memory_mb``; none is used here (it
+  needs a delegated cgroup, which a trainer cannot count on);
 * a root caller: the run's uid maps to the host's root (bubblewrap maps the caller's
   uid); it has no capability in the host's namespaces and every writable place is
   its own, but RLIMIT_NPROC does not bind it (the seccomp filter is what stops new
@@ -108,12 +134,13 @@ What each component promises, and what it does not:
   returned; it runs nothing unless the parent sent a secret. It promises nothing once
   the code has taken the interpreter over (its report is then the code's).
 * **the parent** (:class:`Sandbox`): holds the interpreter (pidfd), its ``/proc/PID``
-  and its ``/tmp`` before the code runs; enforces wall clock, output cap, inode and
-  thread counts; kills the run at the end of every run, whatever it did; labels from
+  and its ``/tmp`` before the code runs; enforces wall clock, output cap, inode,
+  thread and page-table counts; kills the run at the end of every run, whatever it did; labels from
   its own measurements and an authenticated report, never from exit codes; never
   raises for what the code does. A burst between two polls gets through.
-* **the split judge** (judge.py, :meth:`Sandbox.call`): answers from a run with no
-  model-written code; from the validators' run only one boolean per response.
+* **the split judge** (judge.py, judging.py): answers from a run with no model-written
+  code; from the validators' run only one boolean per response, and no failure of that
+  run removes an answer from the majority.
 * **the static check** (``loader.validator_problems``): advisory; refuses the usual
   routes to the interpreter, promises nothing the sandbox and the split judge do not.
 
@@ -129,18 +156,21 @@ RLIMIT_FSIZE + tmpfs size   filling the disk: one file past ``file_bytes`` gets 
 inode count (parent polls)  millions of empty files (kernel memory): killed past ``tmp_files`` (a
                             descriptor of the run's /tmp, taken before the code runs)
 thread count (parent polls) thread floods (kernel stacks): killed past ``processes``
+page tables (parent polls)  sparse mappings (page tables, outside RLIMIT_AS): killed past ``memory_mb`` / 16
 RLIMIT_NOFILE, RLIMIT_CORE, descriptor exhaustion; core dumps on the host; locked memory and
-RLIMIT_MEMLOCK, _MSGQUEUE   message queues
+RLIMIT_MEMLOCK, _MSGQUEUE   message queues; queued signals past 64 (the host root's budget)
+RLIMIT_SIGPENDING
+PR_SET_THP_DISABLE          huge pages: 2 MiB standing behind 4 KiB that something still holds
 seccomp filter (cBPF)       new processes: fork, vfork, clone without CLONE_THREAD fail with
                             EAGAIN, clone3 with ENOSYS (glibc then falls back to clone, so
                             threads still work), clone with a CLONE_NEW* flag with EPERM; the
-                            deny-list (``seccomp._DENIED``) fails with EPERM, so do the fcntl and
-                            prctl operations of ``seccomp._ARGUMENTS``; socket/socketpair of a
+                            deny-list (``seccomp._DENIED``) fails with EPERM, so do the fcntl,
+                            prctl and setsockopt operations of ``seccomp._ARGUMENTS``; socket/socketpair of a
                             family not in ``seccomp._FAMILIES`` get EAFNOSUPPORT; a foreign syscall
                             ABI kills the process. RLIMIT_NPROC (``processes``, counted per user
                             namespace, so threads of this run only) is set too but does not
                             bind a root caller, whose real uid is exempt from it.
-exec filter (driver)        execve/execveat of anything, once the interpreter runs
+exec filter (driver)        execve/execveat of anything, once the interpreter runs; huge pages back on
 user namespace, uid 65534,  privilege: no capability, so limits cannot be raised back, mounts
 ``--cap-drop ALL``,         and namespaces cannot be changed, no nested user namespace
 ``--disable-userns``
@@ -175,13 +205,11 @@ nothing falls back silently to an unisolated or unwatched run.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -193,11 +221,11 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from arena.games.skill_sp import judge
+from arena.games.skill_sp.classify import CPU_SHARE, classify  # noqa: F401 - CPU_SHARE re-exported
+from arena.games.skill_sp.judging import JUDGE_SOURCE, is_judge_call, split_judge  # noqa: F401 - JUDGE_SOURCE
+from arena.games.skill_sp.limits import Limits, SandboxResult, SandboxUnavailable, Status
 from arena.games.skill_sp.report import MAX_ARG_DEPTH, MAX_DEPTH, json_depth, parse_report, value_depth  # noqa: F401
 from arena.games.skill_sp.seccomp import _DENIED, no_exec_filter, no_fork_filter  # noqa: F401 - re-exported
 from arena.games.skill_sp.supervise import (  # noqa: F401 - POLL_S re-exported
@@ -205,65 +233,6 @@ from arena.games.skill_sp.supervise import (  # noqa: F401 - POLL_S re-exported
 )
 
 DRIVER = Path(__file__).with_name("_driver.py")
-JUDGE_SOURCE = Path(__file__).with_name("judge.py").read_text()
-_JUDGE_ENTRIES = ("evaluate_all", "evaluate")
-
-
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap cannot start a sandbox on this machine (a setup error, not a model error)."""
-
-
-class Limits(BaseModel):
-    """Resource limits of one sandbox run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    wall_s: float = Field(default=5.0, gt=0, le=600, description="Wall-clock limit in seconds (parent kills the run).")
-    cpu_s: int = Field(default=2, ge=1, le=600, description="CPU-time limit in seconds (RLIMIT_CPU).")
-    memory_mb: int = Field(default=256, ge=64, le=65536, description="Address-space limit in MiB (RLIMIT_AS).")
-    output_bytes: int = Field(default=65536, ge=1024, description="Cap on stdout+stderr bytes; past it the run is killed.")
-    file_bytes: int = Field(default=1 << 20, ge=0, description="Largest file the run may write (RLIMIT_FSIZE).")
-    tmp_bytes: int = Field(default=8 << 20, ge=1 << 16, description="Size of the tmpfs working directory /tmp.")
-    open_files: int = Field(default=64, ge=16, le=4096, description="Open file descriptors (RLIMIT_NOFILE).")
-    processes: int = Field(
-        default=64, ge=1, le=4096,
-        description="Processes and threads of the run's uid in its user namespace (RLIMIT_NPROC; a root caller "
-        "is exempt from it, and the seccomp filter forbids new processes anyway).",
-    )  # fmt: skip
-    tmp_files: int = Field(
-        default=4096, ge=16, le=1 << 20,
-        description="Files, folders and links in /tmp; the parent polls and kills the run past it "
-        "(their inodes are kernel memory that neither the tmpfs size nor RLIMIT_AS counts).",
-    )  # fmt: skip
-
-
-class Status(enum.StrEnum):
-    """How a run ended."""
-
-    OK = "ok"  # the driver reported success (and, for call, a JSON value)
-    ERROR = "error"  # the code raised, exited or died without the driver's report, or forged one
-    TIMEOUT = "timeout"  # wall-clock (parent's clock) or CPU limit (parent's wait4)
-    KILLED = "killed"  # memory or output limit
-
-
-@dataclass(frozen=True)
-class SandboxResult:
-    """The typed outcome of one run; ``value`` is set only by a successful :meth:`Sandbox.call`."""
-
-    status: Status
-    output: str = ""
-    stderr: str = ""
-    value: Any = None
-    limit: Literal["wall", "cpu", "memory", "output", "file", "processes"] | None = None
-    reason: str = ""
-    returncode: int | None = None
-    wall_s: float = 0.0  # measured by the parent
-    cpu_s: float = 0.0  # user + system time of the run's processes, from the parent's wait4
-    run_id: str = ""  # in the interpreter's argv: a label for logs and tests (the code can erase it; no kill relies on it)
-
-    @property
-    def ok(self) -> bool:
-        return self.status is Status.OK
 
 
 # ------------------------------------------------------------------ the sandbox
@@ -330,44 +299,15 @@ class Sandbox:
         """Import ``module`` from ``files`` and return ``function(**kwargs)``; arguments and value are JSON.
 
         ``judge.evaluate_all`` / ``judge.evaluate`` with the package's own ``judge.py`` run
-        split (see judge.py): the validators' checks in one run, the trusted answers in
-        another without them, combined here, so no process that imported model-written
-        code writes the verdict."""
+        split (judging.py): the trusted answers in a run without the validators, their checks
+        in another, combined by the parent, so no process that imported model-written code
+        writes the verdict, and no failure of the validators drops an answer."""
         if value_depth(kwargs, MAX_ARG_DEPTH) > MAX_ARG_DEPTH:  # json.dumps would recurse past the stack
             return SandboxResult(Status.ERROR, reason=f"arguments are nested deeper than {MAX_ARG_DEPTH} levels")
-        if module == "judge" and function in _JUDGE_ENTRIES and files.get("judge.py") == JUDGE_SOURCE:
-            return self._judge(function, kwargs, files, limits or self.limits)
+        if is_judge_call(module, function, files):
+            return split_judge(self._execute, function, kwargs, files, limits or self.limits)
         job = {"mode": "call", "module": module, "function": function, "kwargs": dict(kwargs)}
         return self._execute(job, files, limits or self.limits)
-
-    def _judge(self, function: str, kwargs: Mapping[str, Any], files: Mapping[str, str], lim: Limits) -> SandboxResult:
-        """``judge.evaluate_all`` (or ``evaluate``) as two runs: checks with the validators, answers without."""
-        single = function == "evaluate"
-        if set(kwargs) != {"contract", "response" if single else "responses"}:
-            return SandboxResult(Status.ERROR, reason=f"judge.{function}: arguments are contract and response(s)")
-        responses = [kwargs["response"]] if single else kwargs["responses"]
-        if not isinstance(responses, list):
-            return SandboxResult(Status.ERROR, reason="judge.evaluate_all: responses must be a list")
-        halves = {"contract": kwargs["contract"], "responses": responses}
-        checked = self._execute({"mode": "call", "module": "judge", "function": "checks", "kwargs": halves}, files, lim)
-        if not checked.ok:
-            return checked
-        if not judge.validate_checks(checked.value, len(responses)):
-            reason = "the validators' checks are not one boolean (or error) per response"
-            return dataclasses.replace(checked, status=Status.ERROR, value=None, reason=reason)
-        wall, cpu, answers = checked.wall_s, checked.cpu_s, responses
-        if judge.uses_tools(halves["contract"]):  # trusted code, in a run that holds no model-written code
-            trusted = {name: files[name] for name in ("judge.py", "tools.py") if name in files}
-            job = {"mode": "call", "module": "judge", "function": "answers", "kwargs": halves}
-            answered = self._execute(job, trusted, lim)
-            if not (answered.ok and isinstance(answered.value, list) and len(answered.value) == len(responses)):
-                return answered if not answered.ok else dataclasses.replace(answered, status=Status.ERROR, value=None)
-            wall, cpu, answers = wall + answered.wall_s, cpu + answered.cpu_s, answered.value
-        verdicts = judge.combine(checked.value, answers)
-        if single and "error" in verdicts[0]:  # evaluate of a response whose check raised: an error, as one run was
-            return dataclasses.replace(checked, status=Status.ERROR, value=None, reason=verdicts[0]["error"],
-                                       wall_s=wall, cpu_s=cpu)  # fmt: skip
-        return dataclasses.replace(checked, value=verdicts[0] if single else verdicts, wall_s=wall, cpu_s=cpu)
 
     # -------------------------------------------------------------- one run
     def _command(self, box: str, seccomp_fd: int, info_fd: int, run_id: str, lim: Limits) -> list[str]:
@@ -440,67 +380,8 @@ class Sandbox:
                 if proc.returncode is None:  # only if the parent itself failed on the way (run never set)
                     _kill(proc)
                     _wait4(proc, 5.0)
-        result = _classify(run, secret, job["mode"], limits, time.monotonic() - start)
+        result = classify(run, secret, job["mode"], limits, time.monotonic() - start)
         return dataclasses.replace(result, run_id=run_id)
-
-
-CPU_SHARE = 0.8
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
-def _classify(run: _Run, secret: bytes, mode: str, limits: Limits, wall: float) -> SandboxResult:
-    """A typed result from what the parent measured and the driver's authenticated report, never the exit code.
-
-    Order: the parent's wall clock and output cap; then CPU time from ``wait4``'s
-    rusage (80% of the limit, whatever the exit); then the report. A memory failure
-    counts only if the driver caught a ``MemoryError`` *and* either the VmPeak it read
-    is at least half the limit or the error stands on an allocating instruction, not
-    a ``raise`` (so ``raise MemoryError`` or ``os._exit(3)`` by itself is an ordinary
-    error, ``bytearray(1 << 40)`` is the memory limit; the rusage peak RSS cannot
-    serve: it carries the caller's own RSS, inherited by bwrap through fork and
-    exec). A run without a valid report
-    (``os._exit``, a crash, a signal, a forged or tampered message) is an error,
-    whatever the exit status says.
-    """
-    stdout, stderr = run.out.decode("utf-8", "replace"), run.err.decode("utf-8", "replace")
-    rc = os.waitstatus_to_exitcode(run.status) if run.status is not None else None
-    common = dict(output=stdout, stderr=stderr, returncode=rc, wall_s=wall, cpu_s=run.cpu_s)
-    if run.limit == "wall":
-        return SandboxResult(Status.TIMEOUT, limit="wall", reason="wall-clock limit", **common)
-    if run.limit == "output":
-        return SandboxResult(Status.KILLED, limit="output", reason="output limit", **common)
-    if run.limit == "processes":
-        return SandboxResult(Status.KILLED, limit="processes", reason=f"more than {limits.processes} threads", **common)
-    if run.limit == "files":
-        return SandboxResult(Status.KILLED, limit="file", reason=f"more than {limits.tmp_files} files in /tmp", **common)
-    report = run.note or parse_report(run.report, secret)
-    ok = isinstance(report, dict) and report["ok"]
-    if not ok and run.cpu_s >= CPU_SHARE * limits.cpu_s:
-        return SandboxResult(Status.TIMEOUT, limit="cpu", reason="CPU-time limit", **common)
-    last = (stderr.strip().splitlines()[-1:] or [""])[0][-300:]
-    if isinstance(report, str):  # os._exit, a crash, a signal or a forgery: the exit status is only a hint
-        how = f"exit status {rc}"
-        if rc is not None and 128 < rc < 128 + 65:  # bwrap's way of saying the child died of signal rc - 128
-            how += f", as if killed by {_signal_name(rc - 128)}"
-        return SandboxResult(Status.ERROR, reason=f"{report} ({how}){': ' + last if last else ''}"[:400], **common)
-    if not ok:
-        error, reason = report.get("error"), str(report.get("reason", ""))[:300]
-        peak = report.get("vm_peak_kb")
-        near_limit = isinstance(peak, int) and peak >= limits.memory_mb * 1024 // 2
-        if error == "memory" and (near_limit or report.get("allocation_failed") is True):
-            return SandboxResult(Status.KILLED, limit="memory", reason="memory limit (MemoryError)", **common)
-        if error == "file":
-            return SandboxResult(Status.ERROR, limit="file", reason=reason, **common)
-        return SandboxResult(Status.ERROR, reason=reason or f"the code failed ({error})", **common)
-    if mode == "run":
-        return SandboxResult(Status.OK, **common)
-    if run.out:
-        return SandboxResult(Status.ERROR, reason="the call wrote to stdout (its prints go to stderr)", **common)
-    return SandboxResult(Status.OK, value=report.get("value"), **common)
 
 
 # ------------------------------------------------------------------ the pool

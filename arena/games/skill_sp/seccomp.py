@@ -28,6 +28,10 @@ _DENIED: dict[str, tuple[int | None, int | None]] = {
     "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
     "memfd_create": (319, 279), "memfd_secret": (447, 447), "userfaultfd": (323, 282),
     "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    # pages held by reference in a pipe, past munmap and outside RLIMIT_AS: vmsplice of a 4 KiB piece kept a
+    # whole 2 MiB huge page alive (718 MiB under a 256 MiB limit); splice, tee and sendfile (which splices
+    # into a pipe) hold page-cache folios the same way. Written data is copied instead: bounded by capacity.
+    "vmsplice": (278, 75), "splice": (275, 76), "tee": (276, 77), "sendfile": (40, 71),
     # kernel memory in /tmp the inode count misses: hard links (a dentry each) and extended attributes
     "link": (86, None), "linkat": (265, 37), "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7),
     # host-wide budgets a run could exhaust for everyone (fs.aio-max-nr, the uid's inotify instances and
@@ -62,13 +66,19 @@ _FAMILIES: dict[str, tuple[tuple[int, int], tuple[int, ...]]] = {
     "socketpair": ((53, 199), (_AF_UNIX,)),
 }
 # Syscalls refused (EPERM) for some values of one argument: name -> ((x86_64, aarch64), argument, values).
-# fcntl: F_SETLEASE (leases, the host's lease-break machinery) and F_NOTIFY (dnotify). prctl:
+# fcntl: F_SETLEASE (leases, the host's lease-break machinery), F_NOTIFY (dnotify) and F_SETPIPE_SZ (a pipe
+# stays at its 64 KiB, not pipe-max-size's 1 MiB, which also fed the uid's pipe-user-pages budget). prctl:
 # PR_SET_PDEATHSIG (the run would outlive bwrap) and PR_SET_DUMPABLE (hiding /proc/PID from the parent).
-# The kernel reads both arguments as 32-bit ints: the low word is the whole value.
+# setsockopt: SO_SNDBUF, SO_RCVBUF and their FORCE twins, whatever the level (only AF_UNIX and AF_NETLINK
+# sockets exist here; SOL_NETLINK's 7 and 8 are NETLINK_LISTEN_ALL_NSID and a get-only option), so a socket
+# keeps net.core.wmem_default's buffer instead of 2 x wmem_max (8 MiB on a 4 MiB host): 31 socketpairs queued
+# 486 MiB before this. The kernel reads these arguments as 32-bit ints: the low word is the whole value.
 _ARGUMENTS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
-    "fcntl": ((72, 25), 1, (1024, 1026)),
-    "prctl": ((157, 167), 0, (1, 4)),
+    "fcntl": ((72, 25), 1, (1024, 1026, 1031)),
+    "prctl": (_PRCTL := (157, 167), 0, (1, 4)),
+    "setsockopt": ((54, 208), 2, (7, 8, 32, 33)),
 }
+_PR_SET_THP_DISABLE = 41  # set by the driver before the code runs; the exec filter refuses it afterwards
 
 
 def _ret_errno(errno: int) -> int:
@@ -149,19 +159,26 @@ def no_fork_filter(machine: str | None = None) -> bytes:
 
 
 def no_exec_filter(machine: str | None = None) -> bytes:
-    """A second filter, stacked by the driver once the interpreter runs: ``execve``/``execveat`` get EPERM.
+    """A second filter, stacked by the driver once the interpreter runs: ``execve``/``execveat`` get EPERM,
+    and so does ``prctl(PR_SET_THP_DISABLE)``.
 
     bubblewrap's filter is loaded before bubblewrap execs the interpreter, so it
     must allow that one exec; this one closes the door behind it (no binary under
-    ``/usr`` can replace the interpreter).
+    ``/usr`` can replace the interpreter). The driver turns transparent huge pages
+    off for the run just before (a huge page's 2 MiB stand behind any 4 KiB of it
+    that something still holds); this filter keeps the code from turning them back on.
     """
     machine = _check_machine(machine)
+    column = 0 if machine == "x86_64" else 1
     ld, jeq = 0x20, 0x15
+    prctl = _PRCTL[column]
     prog: list[tuple[int, Any, Any, int]] = [
         (ld, 0, 0, 4),
         (jeq, 0, "kill", _AUDIT_ARCH[machine]),
         (ld, 0, 0, 0),
         *[(jeq, "eperm", 0, nr) for nr in _EXEC[machine]],
-        (0x06, 0, 0, _RET_ALLOW),
+        (jeq, 0, "allow", prctl),
+        (ld, 0, 0, 16),
+        (jeq, "eperm", "allow", _PR_SET_THP_DISABLE),
     ]
-    return _assemble(prog, {"eperm": _ret_errno(_EPERM), "kill": _RET_KILL})
+    return _assemble(prog, {"eperm": _ret_errno(_EPERM), "allow": _RET_ALLOW, "kill": _RET_KILL})

@@ -16,15 +16,10 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
+from typing import Any
 
 from arena.games.skill_sp._driver import READY
-
-if TYPE_CHECKING:
-    from arena.games.skill_sp.sandbox import Limits
-
-
+from arena.games.skill_sp.limits import Limits
 
 
 def _send_secret(proc: subprocess.Popen[bytes], secret: bytes) -> None:
@@ -163,7 +158,7 @@ class _Child:
         return self.pidfd is None or _readable(self.pidfd, 0.0)
 
     def over(self, limits: Limits) -> str | None:
-        """The limit the run is past ("files" or "processes"), else None."""
+        """The limit the run is past ("files", "processes" or "page_tables"), else None."""
         if self.tmp is not None:
             try:
                 st = os.fstatvfs(self.tmp)
@@ -183,7 +178,34 @@ class _Child:
                     return "processes"
             except (OSError, ValueError, IndexError):  # exited: nothing left to count
                 pass
+            if self.page_tables_kb() > page_table_cap_kb(limits):
+                return "page_tables"
         return None
+
+    def page_tables_kb(self) -> int:
+        """``VmPTE`` of the run: its page tables, which RLIMIT_AS does not count (0 once it has exited).
+
+        Read from the process's ``status``, or, once its main thread has left (a zombie leader
+        shows no memory), from a thread of it that still runs."""
+        if self.proc is None:
+            return 0
+        found = _vm_pte(self.proc, "status")
+        if found is not None:
+            return found
+        try:
+            tasks = os.open("task", os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.proc)
+        except OSError:
+            return 0
+        try:
+            for tid in os.listdir(tasks)[:8]:
+                found = _vm_pte(tasks, f"{tid}/status")
+                if found is not None:
+                    return found
+        except OSError:
+            pass
+        finally:
+            os.close(tasks)
+        return 0
 
     def kill(self) -> None:
         if self.pidfd is not None:
@@ -201,6 +223,28 @@ class _Child:
             if fd is not None:
                 os.close(fd)
         self.pidfd = self.proc = self.tmp = None
+
+
+def page_table_cap_kb(limits: Limits) -> int:
+    """Page tables a run may hold: 1/16 of ``memory_mb`` (16 MiB at the default 256 MiB).
+
+    Dense use needs 1/512 of the memory it maps; one 4 KiB page in each of 60 000 GiB-apart mappings
+    needs 8 KiB each: 483 MiB under a 256 MiB RLIMIT_AS before the parent polled this."""
+    return limits.memory_mb * 64
+
+
+def _vm_pte(dir_fd: int, path: str) -> int | None:
+    """The ``VmPTE`` line of a ``status`` file under ``dir_fd``, in KiB; None where there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
+        try:
+            text = os.read(fd, 8192)
+        finally:
+            os.close(fd)
+        at = text.index(b"\nVmPTE:")
+        return int(text[at + 7 : text.index(b"kB", at)])
+    except (OSError, ValueError):
+        return None
 
 
 def _readable(fd: int, timeout_s: float) -> bool:
@@ -294,6 +338,3 @@ def _collect(proc: subprocess.Popen[bytes], result_pipe: Any, limits: Limits, st
     out, err, report = (bytes(bufs[fd]) for fd in fds)
     return _Run(out[:cap], err[:cap], report, limit, status, cpu, note if note and note != "wall" else "")
 
-
-# A run without a result that used this share of its CPU limit (by the parent's wait4) hit that limit:
-# the kernel kills at the limit, but the rusage it reports for the run comes out up to ~7% short of it.
