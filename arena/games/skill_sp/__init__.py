@@ -1,7 +1,7 @@
 """Skill-SP (Skill Self-Play, PROTOCOLS.md §3): a proposer writes tasks from an evolving skill library,
 frozen probes vouch for them, solvers learn from executing their answers against a hidden contract.
 
-Version ``skill_sp_v0``. The authors' code is not public; this docstring is the spec and names every
+Version ``skill_sp_v1`` (history at the end). The authors' code is not public; this docstring is the spec and names every
 choice and deviation.
 
 **Seats and roles.** ``proposer`` (role proposer, trainable), ``probe_0 .. probe_{K-1}`` (role probe;
@@ -24,9 +24,11 @@ solver_{M-1}`` (role solver, trainable; M = ``solvers``).
 3. *probe* (K probes, hidden). Each sees only the task (and, for tool-use tasks, the tool list and
    the call format) and answers with JSON. Each response is judged in the sandbox (concurrently, in a
    bounded pool) by ``judge.evaluate``: the validators' exact ``check`` and the answer it amounts to
-   (a tool-use response's executed value). ``v_solve`` = share of probes ``check`` accepts. The task
+   (a tool-use response's executed value, computed without the validators). ``v_solve`` = share of
+   probes ``check`` accepts; a check that raises, times out or exits counts as not accepted. The task
    is *valid* iff the unique plurality of the probes' answers equals the contract's answer
-   (``rules.probe_verdict``). Proposer reward ``1[valid] * (1 - 2 |v_solve - 0.5|)``, booked on its
+   (``rules.probe_verdict``): every parsed probe's answer votes, whatever its check did; only an
+   unparsed reply, or tool calls that fail, abstain. Proposer reward ``1[valid] * (1 - 2 |v_solve - 0.5|)``, booked on its
    propose turn. Not valid: episode ends.
 4. *solve* (M solvers, hidden). Same view as the probes: the task alone (PROTOCOLS.md: the solver
    never sees skill text); with ``solver_sees_skill: true`` also the routed skill's name, description
@@ -74,6 +76,11 @@ checkpoint, the end). ``proposer_prefix`` (off by default; ``{"task": "`` in ``s
 the proposer's reply with that written start, parsed with the reply: SmolLM2-135M wrote no parseable
 proposal unprefixed (0 of 16 samples; 2 of 16 prefixed). **Not yet implemented:** routing that reads the graph's edges; loaders for API-Bank and ZebraLogic (none ships
 in a registry package we found).
+
+Version history
+    v0: first release.
+    v1: a probe whose check fails (raises, times out, exits) still votes with its answer; in v0 it
+    abstained, so validators that failed on chosen answers chose the majority (issue 54).
 """
 
 from arena.games.skill_sp.env import SkillSpGame, SkillState

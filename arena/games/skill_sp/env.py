@@ -122,7 +122,7 @@ _DEFAULT_VIEWS: dict[str | None, LibraryView] = {}
 class SkillSpGame(LLMGame[SkillSpObservation, SkillSpConfig]):
     """Skill-SP as a PettingZoo AEC environment; see the package docstring."""
 
-    metadata: ClassVar[dict[str, Any]] = {"name": "skill_sp_v0", "render_modes": ["ansi", "human"]}
+    metadata: ClassVar[dict[str, Any]] = {"name": "skill_sp_v1", "render_modes": ["ansi", "human"]}
     config_type = SkillSpConfig
     options_type = SkillSpOptions
     observation_type = SkillSpObservation
