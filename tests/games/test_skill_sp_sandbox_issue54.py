@@ -139,7 +139,6 @@ def test_page_tables_count_against_the_memory_limit(sandbox, leader):
     tail = "spread()\n" if leader == "main_thread" else "threading.Thread(target=spread).start()\nlibc.pthread_exit(None)\n"
     r = sandbox.run(PAGE_TABLES + tail)
     assert r.status is Status.KILLED and r.limit == "memory" and "page tables" in r.reason, r
-    assert r.output == "", r  # killed before it got far: no report
 
 
 # ---------------------------------------------------------------- 3: pipe and socket buffers
