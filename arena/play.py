@@ -4,6 +4,7 @@
     python -m arena.play games/spy/spy.yaml --human player_0     # you take seat player_0
     python -m arena.play games/spy/spy.yaml --policy scripted --seed 1
     python -m arena.play games/spy/spy.yaml --policy scripted --bot fixed_vote:2 --episodes 3
+    python -m arena.play wwlite --policy scripted                # a game a package registers (arena.games entry point)
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from arena.cli import run_cli
+from arena.cli import load_cli_config, run_cli
 from arena.core.errors import OneLineParser, check_output_file
 from arena.core.transcript import format_episode
 from arena.core.types import write_jsonl
-from arena.loop.config import load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m arena.play", description=__doc__.split("\n")[0])
-    p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name (spy)")
+    p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml), a registered game name (spy, or one a "
+                   "package registers under the arena.games entry points) or module:Class")
     p.add_argument(
         "--policy", choices=["model", "scripted"], default="model",
         help="model: the config's seat map (default: the model plays every seat); scripted: bots everywhere",
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_output_file("--jsonl", args.jsonl)
     overrides = list(args.overrides)
-    cfg = load_config(args.config, overrides)
+    cfg = load_cli_config(args.config, overrides)
     seats = {seat: "human" for seat in args.human}
     if args.policy == "scripted":
         seats["*"] = f"scripted:{args.bot or cfg.play.bot}"

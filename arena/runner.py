@@ -160,6 +160,8 @@ class Runner:
         self.progress = progress
         self.state = state
         self.generate_calls = 0
+        #: Called after every generate call with the number of turns it answered (a tournament's progress).
+        self.on_generate: Callable[[int], None] | None = None
         self._check_seats(self.seats)
 
     def _check_seats(self, seats: SeatMap) -> None:
@@ -217,6 +219,8 @@ class Runner:
             else:  # policies on one engine: one call, each request under its own policy
                 outs = self.policies[names[0]].shared_engine.generate(asked)  # type: ignore[attr-defined]
             self.generate_calls += 1
+            if self.on_generate is not None:
+                self.on_generate(sum(len(requests) for _, requests in asked))
             for name, completions in zip(names, outs, strict=True):
                 for (slot, seat, _), comp in zip(batches[name], completions, strict=True):
                     ready[slot][seat] = comp

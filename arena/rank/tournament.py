@@ -337,26 +337,52 @@ def read_old_results(json_path: Path) -> dict[str, Any]:
     return old
 
 
+class Progress:
+    """The tournament's progress line: games done of all, and below a game, turns played and generate calls
+    made (a slow model shows it is moving long before a whole batch of games is done)."""
+
+    def __init__(self, total: int, done: int, enabled: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.turns = self.calls = 0
+        self.bar = tqdm(total=total, initial=done, desc="tournament", unit="game", disable=not enabled)
+        self.bar.set_postfix_str("0 turns, 0 generate calls", refresh=False)
+
+    def generated(self, turns: int) -> None:
+        """One generate call answered ``turns`` turns (the runner's ``on_generate``)."""
+        self.turns += turns
+        self.calls += 1
+        self.bar.set_postfix_str(f"{self.turns} turns, {self.calls} generate calls")
+
+    def games(self, n: int) -> None:
+        self.bar.update(n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def play(cfg: ArenaConfig, players: Mapping[str, Any], todo: Sequence[Table], seeds: Sequence[int],
          done: dict[int, dict[str, Any]], header: Mapping[str, Any], json_path: Path) -> None:
     """Play the tables not yet done through the batched runner, saving after each batch."""
-    from tqdm.auto import tqdm
-
     from arena.loop.build import build_policies, build_runner
 
     pcfg = player_config(cfg, players)
+    for label, spec in players.items():  # loading a model takes minutes on CPU: say so first
+        if isinstance(spec, ModelPolicySpec):
+            print(f"loading model {spec.model} for player {label!r} ...", file=sys.stderr, flush=True)
     policies = build_policies(pcfg, names=list(players), played_only=True)
     runner = build_runner(pcfg, policies, state=cfg.game.make_env().make_state(), progress=False)
+    progress = Progress(len(todo) + len(done), len(done), cfg.runner.progress)
+    runner.on_generate = progress.generated
     chunk = max(1, 4 * len(runner.envs))
-    bar = tqdm(total=len(todo) + len(done), initial=len(done), desc="tournament", unit="game", disable=not cfg.runner.progress)
     for start in range(0, len(todo), chunk):
         part = todo[start:start + chunk]
         specs = [EpisodeSpec(seed=seeds[t.index], options=dict(t.options), seats=SeatMap(dict(t.seating))) for t in part]
         for table, ep in zip(part, runner.play(specs), strict=True):
             done[table.index] = game_record(table, seeds[table.index], ep)
         write_json(json_path, dict(header) | {"results": [done[k] for k in sorted(done)]})
-        bar.update(len(part))
-    bar.close()
+        progress.games(len(part))
+    progress.close()
 
 
 

@@ -115,3 +115,56 @@ def test_play_says_it_is_loading_the_model_before_it_does(monkeypatch: pytest.Mo
     with pytest.raises(SystemExit):
         main([str(ROOT / "examples" / "sealed_bid.yaml")])
     assert "loading model smollm2-135m for policy 'learner'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- #53: a registered game on the command line
+def _installed_game(folder: Path, name: str, spec: str) -> dict[str, str]:
+    """A package registered under the ``arena.games`` entry points, as ``pip install`` leaves one: a
+    ``.dist-info`` folder with its ``entry_points.txt``, on PYTHONPATH. Returns the environment to run with."""
+    info = folder / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[arena.games]\n{name} = {spec}\n")
+    package = folder / "old_wolf"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from arena.game import LLMGame  # the path before 0.2: arena.core.game\n"
+        "from tests.fixtures.werewolf import WerewolfGame\n\n\n"
+        "class OldWolf(WerewolfGame):\n    assert issubclass(WerewolfGame, LLMGame)\n"
+    )
+    import os
+
+    return {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
+
+
+def test_an_entry_point_game_plays_by_name_and_its_old_imports_warn(tmp_path: Path) -> None:
+    env = _installed_game(tmp_path, "wwlite", "old_wolf:OldWolf")
+    proc = subprocess.run([sys.executable, "-m", "arena.play", "wwlite", "--policy", "scripted", "--bot", "random"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "wwlite: old_wolf:OldWolf has no YAML of its own; using the defaults" in proc.stderr
+    assert "DeprecationWarning: 'arena.game' moved to 'arena.core.game'" in proc.stderr  # shown, not swallowed
+    assert "old_wolf/__init__.py:1" in proc.stderr  # at the game's own import line
+    assert "[vote] player_0" in proc.stdout and "werewolf_lite_v0" in proc.stdout
+
+
+def test_a_name_that_is_no_file_and_no_game_says_how_to_register_one(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "arena.play", "wwlite", "--policy", "scripted"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "error: wwlite: no such config file, and no game registered under that name (registered: " in proc.stderr
+    assert '[project.entry-points."arena.games"] wwlite = "your_package.module:YourGame"' in proc.stderr
+
+
+def test_credit_says_what_it_needs() -> None:
+    from tests.fixtures.werewolf import WerewolfGame
+
+    env = WerewolfGame()
+    env.reset(seed=0)
+    with pytest.raises(KeyError, match=r"credit: player_0 has no turn in phase 'vote' \(occurrence 0\); a reward is "
+                                       r"booked on a turn the seat took in that phase occurrence"):
+        env.credit("player_0", "vote", 1.0, occurrence=0)
+    with pytest.raises(KeyError, match=r"credit: player_0 has no turn in phase 'vote' \(it has not opened yet\)"):
+        env.credit("player_0", "vote", 1.0)
+    guide = (ROOT / "docs" / "guides" / "write-a-game.md").read_text()
+    assert "final turn in that phase occurrence" in guide and "## Rewards" in guide
