@@ -22,10 +22,6 @@ A web page the person visits must not drive the viewer, so:
 
 from __future__ import annotations
 
-import json
-import math
-import threading
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,19 +31,17 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import jinja2
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from arena.view import render
+from arena.view.files import Gone
+from arena.view.pages import (
+    HERE, MAX_PAGE_BYTES, Pages, add_episode_routes, add_list_routes, add_metric_routes, add_tournament_routes,
+)
 from arena.view.play import IDLE_S, MAX_SESSIONS, PlayHost, SessionCap
-from arena.view.files import Refused
-from arena.view.store import READERS, Row, RunStore
+from arena.view.store import RunStore
 
-HERE = Path(__file__).parent
-PER_PAGE = 100
-MAX_PER_PAGE = 1000
 MAX_REPLY_CHARS = 100_000
 MAX_BODY_BYTES = 1 * 2**20  # a write's whole body (the play forms are a few KB)
 MAX_HEADERS = 100  # header lines of a request
@@ -191,126 +185,43 @@ class Origins:
         return port == server_port or port in self.hosts[host]
 
 
-def make_env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
-    env.filters["num"] = lambda x, d=3: "" if x is None else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
-    return env
-
-
-def filter_rows(rows: list[Row], q: dict[str, str]) -> list[Row]:
-    """Rows matching every given filter: step, game, role, phase, outcome, source, and all words of ``q``."""
-    out = rows
-    if q.get("step"):
-        out = [r for r in out if str(r.step) == q["step"]]
-    for key, attr in (("game", "game"), ("outcome", "outcome"), ("source", "source")):
-        if q.get(key):
-            out = [r for r in out if getattr(r, attr) == q[key]]
-    if q.get("role"):
-        out = [r for r in out if q["role"] in r.roles.values()]
-    if q.get("phase"):
-        out = [r for r in out if q["phase"] in r.phases]
-    words = (q.get("q") or "").lower().split()
-    if words:
-        out = [r for r in out if all(w in r.text for w in words)]
-    return out
-
-
-def _int(text: str | None, default: int) -> int:
-    """A page number from the query: ``default`` when absent; 404 for anything but a few ASCII digits
-    (``²`` passes ``str.isdigit`` but not ``int``; 5,000 digits pass neither sensibly)."""
-    if text is None or text == "":
-        return default
-    if not (text.isascii() and text.isdigit()) or len(text) > 9:
-        raise HTTPException(404, "no such page")
-    return int(text)
-
-
 def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts: list[str] | None = None,
-               max_sessions: int = MAX_SESSIONS, idle_s: float = IDLE_S) -> FastAPI:
+               max_sessions: int = MAX_SESSIONS, idle_s: float = IDLE_S, *,
+               max_page_bytes: int = MAX_PAGE_BYTES) -> FastAPI:
     """The viewer of ``run_dir``; ``allow_hosts``: host names (``name`` or ``name:port``) served besides
     127.0.0.1, localhost and ::1; ``max_sessions`` live play sessions at most, each ended after
-    ``idle_s`` seconds without a reply."""
+    ``idle_s`` seconds without a reply; ``max_page_bytes``: the most HTML one page holds."""
     store = RunStore(run_dir, tournaments)
-    heavy = threading.BoundedSemaphore(READERS)  # episode pages and metrics answers built at once
     host = PlayHost(run_dir, store.config(), max_sessions=max_sessions, idle_s=idle_s)
     origins = Origins(allow_hosts)
-    env = make_env()
+    pages = Pages(run_dir, max_page_bytes)
     app = FastAPI(title="arena view", docs_url=None, redoc_url=None, openapi_url=None)
+    add_guards(app, origins)
+    add_list_routes(app, store, pages)
+    add_episode_routes(app, store, pages)
+    add_metric_routes(app, store, pages)
+    add_tournament_routes(app, store, pages)
+    add_play_routes(app, host, origins, pages)
+    app.state.store, app.state.host, app.state.origins = store, host, origins
+    return app
+
+
+def add_guards(app: FastAPI, origins: Origins) -> None:
+    """The middleware (see the module docstring), the static files, and 404 for a run folder gone."""
     app.add_middleware(WriteGuard, origins=origins)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=origins.trusted_hosts(), www_redirect=False)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so the Host check's 400 carries them too
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    def page(name: str, **ctx: Any) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(run_dir=str(run_dir), **ctx))
+    async def gone(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(f"{exc}: nothing to show", 404)
 
-    @app.get("/", response_class=HTMLResponse)
-    def episodes(request: Request) -> HTMLResponse:
-        t0 = time.perf_counter()
-        q = {k: v for k, v in request.query_params.items() if v}
-        rows, skips = store.scan()
-        shown = filter_rows(rows, q)
-        per_page = min(MAX_PER_PAGE, max(1, _int(q.get("per_page"), PER_PAGE)))
-        pages = max(1, math.ceil(len(shown) / per_page))
-        page_no = min(pages, max(1, _int(q.get("page"), 1)))
-        facets = {
-            "step": sorted({str(r.step) for r in rows if r.step is not None}, key=int),
-            "game": sorted({r.game for r in rows}),
-            "role": sorted({x for r in rows for x in r.roles.values()}),
-            "phase": sorted({x for r in rows for x in r.phases}),
-            "outcome": sorted({r.outcome for r in rows}),
-            "source": sorted({r.source for r in rows}),
-        }
-        link = {k: v for k, v in q.items() if k != "page"}
-        return page("episodes.html", rows=shown[(page_no - 1) * per_page : page_no * per_page], total=len(rows),
-                    matched=len(shown), q=q, facets=facets, page=page_no, pages=pages, link=link,
-                    skips=skips, elapsed=time.perf_counter() - t0)
+    app.add_exception_handler(Gone, gone)
 
-    @app.get("/episode/{key:path}", response_class=HTMLResponse)
-    def episode(key: str) -> Response:
-        try:
-            found = store.episode(key)
-        except Refused as e:
-            return PlainTextResponse(f"this episode's file is not read: {e}", 422)
-        if found is None:
-            raise HTTPException(404, "no such episode")
-        row, ep = found
-        ep = {**ep, **{k: ep[k] if isinstance(ep.get(k), dict) else {}
-                       for k in ("roles", "rewards", "outcome", "info", "metrics")}}
-        try:
-            with heavy:  # READERS pages at once at most: each takes memory in proportion to its episode
-                phases, seats, cells = render.action_grid(ep)
-                turns = [{**t, "spans": render.token_spans(t)} for t in ep.get("turns") or [] if isinstance(t, dict)]
-                return page("episode.html", row=row, ep=ep, turns=turns, views=render.private_views(ep, store.config()),
-                            phases=phases, seats=seats, cells=cells,
-                            has_weights=any(t.get("token_weights") for t in turns))
-        except Exception as e:  # noqa: BLE001 - an episode of an odd shape: say so, never a 500
-            raise HTTPException(422, f"this episode cannot be shown ({type(e).__name__})") from None
 
-    @app.get("/curves", response_class=HTMLResponse)
-    def curves() -> HTMLResponse:
-        return page("curves.html")
+def add_play_routes(app: FastAPI, host: PlayHost, origins: Origins, pages: Pages) -> None:
+    """The play pages: the form, a game's page and status, and the two writes (start, reply)."""
 
-    @app.get("/api/metrics")
-    def metrics(since: str | None = None) -> Response:
-        start = _int(since, 0)
-        with heavy:  # the rows become bytes before the next request parses its own
-            rows, count, skipped, more = store.metrics(start)
-            body = json.dumps({"rows": rows, "next": count, "skipped": skipped, "more": more},
-                              ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-        return Response(body, media_type="application/json")
-
-    @app.get("/tournaments", response_class=HTMLResponse)
-    def tournaments() -> HTMLResponse:
-        items = []
-        for p, data in store.tournaments():
-            try:
-                items.append((str(p), render.tournament_view(data)))
-            except Exception as e:  # noqa: BLE001 - one odd file is shown as an error, the page stays
-                items.append((str(p), render.tournament_view({"error": f"cannot show: {type(e).__name__}"})))
-        return page("tournaments.html", items=items)
-
-    # ----------------------------------------------------------------- play: the only writes
     @app.get("/play", response_class=HTMLResponse)
     def play_form(config: str | None = None) -> HTMLResponse:
         names = host.config_names()
@@ -321,7 +232,8 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
             seats, opponents = host.seats(cfg), host.opponents(cfg, chosen)
         except (ValueError, KeyError, OSError) as e:
             error = f"{chosen}: {e}"
-        return page("play_form.html", names=names, chosen=chosen, seats=seats, opponents=opponents, error=error)
+        return pages.render("play_form.html", names=names, chosen=chosen, seats=seats, opponents=opponents,
+                            error=error)
 
     def same_origin(request: Request) -> None:
         """Refuse a form posted by another site's page (WriteGuard did already; kept beside each write)."""
@@ -351,7 +263,7 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
         session = host.sessions.get(sid)
         if session is None:
             raise HTTPException(404, "no such game")
-        return page("play.html", s=session)
+        return pages.render("play.html", s=session)
 
     @app.get("/api/play/{sid}")
     def play_status(sid: str) -> JSONResponse:
@@ -370,6 +282,3 @@ def create_app(run_dir: Path, tournaments: list[Path] | None = None, allow_hosts
             raise HTTPException(413, f"a reply holds at most {MAX_REPLY_CHARS} characters")
         session.reply(reply.replace("\r\n", "\n"))
         return RedirectResponse(f"/play/{sid}", status_code=303)
-
-    app.state.store, app.state.host, app.state.origins = store, host, origins
-    return app

@@ -12,8 +12,9 @@ The viewer serves the folder to a browser, so:
   is refused, so a folder swapped for a link between a listing and the open leads
   nowhere; the file must be a regular file (opened ``O_NONBLOCK``, so a FIFO never
   blocks) with one hard link, within a size cap;
-* a gzip file may decompress to at most :data:`MAX_DECOMPRESSED_BYTES`; past that
-  the file is refused as a whole (:attr:`Skips.refused`), never half shown;
+* a gzip file may decompress to at most :data:`MAX_DECOMPRESSED_BYTES`, and reading a file
+  (decompressing, splitting, parsing) may take at most :data:`MAX_READ_CPU_S` seconds of CPU; past
+  either the file is refused as a whole (:attr:`Skips.refused`), never half shown;
 * a JSON text (a file, or one JSONL line) is parsed only when its estimated size
   in memory (:func:`json_cost`) fits :data:`MAX_PARSE_BYTES`;
 * every JSONL file goes through :func:`json_lines`, which skips a bad line, counts
@@ -27,9 +28,11 @@ import gzip
 import json
 import math
 import os
+import re
 import stat
+import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -39,7 +42,10 @@ MAX_DECOMPRESSED_BYTES = 64 * 2**20  # what a .gz file may decompress to; past i
 MAX_LINE_BYTES = 4 * 2**20  # one JSONL line (one episode; a long game with token log-probs is a few 100 KB)
 MAX_JSON_FILE_BYTES = 8 * 2**20  # config.json, a tournament JSON
 MAX_PARSE_BYTES = 128 * 2**20  # the estimated memory one parsed JSON text may take (see json_cost)
+MAX_READ_CPU_S = 4.0  # CPU seconds reading one JSONL file may take (a genuine 64 MiB step file: under 1 s)
 _CHUNK = 2**20
+_CHECK_LINES = 256  # lines between two looks at the CPU clock
+_BLANKS = re.compile(rb"\n[ \t\r\n]*")  # a newline and the blank lines after it (anchored at a newline: linear)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -76,7 +82,8 @@ def relative_parts(path: Path, root: Path) -> list[str]:
     """``path``'s components below ``root``, compared as written (``..`` folded), or :class:`Refused`.
     Nothing is resolved here: links are refused while opening, component by component."""
     p = Path(os.path.abspath(path))
-    for base in (Path(os.path.abspath(root)), root.resolve()):
+    for resolved in (False, True):  # resolved only when the path does not lie below the folder as written
+        base = root.resolve() if resolved else Path(os.path.abspath(root))
         if p == base:
             raise Refused("is the run folder itself")
         if base in p.parents:
@@ -84,14 +91,24 @@ def relative_parts(path: Path, root: Path) -> list[str]:
     raise Refused("leads outside the run folder")
 
 
+def refusal(st: os.stat_result, where: str, max_bytes: int = MAX_FILE_BYTES, links_ok: bool = False) -> str | None:
+    """Why a file of this (l)stat is not read (a link, not a regular file, hard links, too large), or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return f"{where} is a link (links are not followed)"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_nlink != 1 and not links_ok:
+        return f"has {st.st_nlink} hard links (a hard link may lead outside the run folder)"
+    if st.st_size > max_bytes:
+        return f"larger than {_size(max_bytes)}"
+    return None
+
+
 def _check(fd: int, max_bytes: int, links_ok: bool = False) -> os.stat_result:
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused("not a regular file")
-    if st.st_nlink != 1 and not links_ok:
-        raise Refused(f"has {st.st_nlink} hard links (a hard link may lead outside the run folder)")
-    if st.st_size > max_bytes:
-        raise Refused(f"larger than {_size(max_bytes)}")
+    why = refusal(st, "", max_bytes, links_ok)
+    if why is not None:
+        raise Refused(why)
     return st
 
 
@@ -148,10 +165,54 @@ def open_regular(path: Path, root: Path | None, max_bytes: int = MAX_FILE_BYTES)
     return os.fdopen(open_fd(path, root, max_bytes), "rb")
 
 
-def fingerprint(f: IO[bytes]) -> tuple[int, int, int, int]:
-    """(device, inode, size, mtime in ns) of an open file: what a cache compares."""
-    st = os.fstat(f.fileno())
+def signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(device, inode, size, mtime in ns): what a cache compares."""
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def fingerprint(f: IO[bytes]) -> tuple[int, int, int, int]:
+    """:func:`signature` of an open file."""
+    return signature(os.fstat(f.fileno()))
+
+
+class Gone(Exception):
+    """The run folder itself cannot be opened any more (deleted or renamed while the viewer runs)."""
+
+
+def open_folder(root: Path) -> int:
+    """A descriptor of the run folder (as named: it may be a link), or :class:`Gone`."""
+    try:
+        return os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except OSError as e:
+        raise Gone(f"the run folder {str(root)!r} cannot be opened: {e.strerror}") from None
+
+
+def list_folder(fd: int, parts: Sequence[str] = ()) -> list[tuple[str, os.stat_result]]:
+    """(name, lstat) of each entry of the folder ``parts`` below the folder open as ``fd``, sorted by
+    name; the folders on the way are opened as :func:`open_regular` opens them (a link is never
+    followed). Empty when that folder is missing, a link, not a folder, or vanished meanwhile (so a
+    folder deleted during a listing lists nothing). One ``scandir`` and one ``lstat`` an entry: no
+    file is opened, so listing 20,000 files takes a fraction of a second."""
+    own = fd
+    try:
+        for name in parts:
+            nxt = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=own)
+            if own != fd:
+                os.close(own)
+            own = nxt
+        found = []
+        with os.scandir(own) as entries:
+            for entry in entries:
+                try:
+                    found.append((entry.name, entry.stat(follow_symlinks=False)))
+                except OSError:  # gone since the folder was read
+                    continue
+        return sorted(found, key=lambda x: x[0])
+    except OSError:
+        return []
+    finally:
+        if own != fd:
+            os.close(own)
 
 
 def append_line(path: Path, root: Path, text: str) -> None:
@@ -225,44 +286,85 @@ def read_json(path: Path, root: Path | None, max_bytes: int = MAX_JSON_FILE_BYTE
 
 
 class _Counted:
-    """A binary stream that counts what is read through it and stops past ``cap`` (:class:`Refused`)."""
+    """A binary stream read a piece at a time (``read1``: what one step of decompression gives, so a
+    corrupt stream loses little), counting what is read and the CPU time its reader spends: past
+    ``cap`` bytes, or past ``max_cpu_s`` seconds of this thread's CPU since the first read, it stops
+    (:class:`Refused`). :meth:`tick` is called for each line, so the CPU is checked every
+    :data:`_CHECK_LINES` lines or :data:`_CHUNK` bytes (a clock read costs about a microsecond)."""
 
-    def __init__(self, f: IO[bytes], cap: int, what: str):
-        self.f, self.cap, self.n, self.what = f, cap, 0, what
+    def __init__(self, f: IO[bytes], cap: int, what: str, max_cpu_s: float):
+        self.f, self.cap, self.n, self.what, self.max_cpu_s = f, cap, 0, what, max_cpu_s
+        self.start = time.thread_time()
+        self._lines = self._bytes = 0
 
-    def readline(self, limit: int) -> bytes:
-        line = self.f.readline(limit)
-        self.n += len(line)
+    def read(self) -> bytes:
+        piece = self.f.read1(_CHUNK)  # type: ignore[attr-defined]
+        self.n += len(piece)
         if self.n > self.cap:
             raise Refused(f"{self.what} more than {_size(self.cap)}: not read")
-        return line
+        self._bytes += len(piece)
+        self.tick(0)
+        return piece
+
+    def tick(self, nbytes: int) -> None:
+        self._lines += 1
+        self._bytes += nbytes
+        if self._lines < _CHECK_LINES and self._bytes < _CHUNK:
+            return
+        self._lines = self._bytes = 0
+        if time.thread_time() - self.start > self.max_cpu_s:
+            raise Refused(f"took more than {self.max_cpu_s:g} s of CPU to read (decompress, split and parse): "
+                          f"not read")
 
 
 def _raw_lines(f: _Counted, max_line: int, skips: Skips) -> Iterator[bytes]:
-    """Complete lines of ``f``; a line over ``max_line`` bytes is skipped (counted)."""
+    """The non-blank lines of ``f``, stripped; a line over ``max_line`` bytes is skipped (counted).
+
+    Lines are cut from pieces of the stream with ``bytes.split``, and runs of blank lines are folded
+    by one regular expression (:data:`_BLANKS`) first, so a file of millions of blank lines costs what
+    its bytes cost, not a Python step a line (a 62 KiB gzip of newlines held a listing for 95 s)."""
+    pending = b""  # the start of a line whose newline has not come yet
+    dropping = False  # inside a line too long, until its newline
     while True:
-        line = f.readline(max_line + 1)
-        if not line:
+        piece = f.read()
+        if not piece:
+            if pending.strip() and not dropping:
+                yield pending.strip()  # the last line may lack its newline: parsed all the same
             return
-        if len(line) > max_line:
+        if dropping:
+            cut = piece.find(b"\n")
+            if cut < 0:
+                continue
+            piece, dropping = piece[cut + 1 :], False
+        cut = piece.rfind(b"\n")
+        if cut < 0:
+            pending += piece
+        else:
+            lines = _BLANKS.sub(b"\n", pending + piece[:cut]).split(b"\n")
+            pending = piece[cut + 1 :]
+            for line in lines:
+                if len(line) > max_line:
+                    skips.lines += 1
+                    continue
+                line = line.strip()
+                if line:
+                    yield line
+        if len(pending) > max_line:
             skips.lines += 1
-            while not line.endswith(b"\n"):  # discard the rest of the line
-                line = f.readline(_CHUNK)
-                if not line:
-                    return
-            continue
-        yield line  # the last one may lack its newline: it is parsed all the same
+            pending, dropping = b"", True
 
 
 def json_lines(path: Path, root: Path | None, skips: Skips, *, max_file: int = MAX_FILE_BYTES,
                max_decompressed: int = MAX_DECOMPRESSED_BYTES, max_line: int = MAX_LINE_BYTES,
-               raw: IO[bytes] | None = None) -> Iterator[dict[str, Any]]:
+               max_cpu_s: float = MAX_READ_CPU_S, raw: IO[bytes] | None = None) -> Iterator[dict[str, Any]]:
     """The JSON objects of a (gzip) JSONL file, one a line; anything else is skipped and counted in
     ``skips``: a line that is not JSON, not UTF-8, not an object, nested too deep, too long, or too
     costly to parse; a file that cannot be opened (see :func:`open_regular`); the rest of a gzip
     stream after an error (what decoded before it is kept). A gzip file that decompresses past
-    ``max_decompressed`` is refused whole: it lands in ``skips.refused`` (the caller drops what it
-    yielded). ``raw``: the file already opened (by :func:`open_regular`); it is closed here."""
+    ``max_decompressed``, or whose reading takes more than ``max_cpu_s`` seconds of this thread's CPU
+    (what the caller does with each object between two reads included), is refused whole: it lands in
+    ``skips.refused`` (the caller drops what it yielded). ``raw``: the file already opened (by
+    :func:`open_regular`); it is closed here."""
     name = str(path)
     if raw is None:
         try:
@@ -273,12 +375,14 @@ def json_lines(path: Path, root: Path | None, skips: Skips, *, max_file: int = M
     with raw:
         gz = path.suffix == ".gz"
         stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw  # type: ignore[assignment]
-        counted = _Counted(stream, *((max_decompressed, "decompresses to") if gz else (max_file, "grew to")))
+        counted = _Counted(stream, *((max_decompressed, "decompresses to") if gz else (max_file, "grew to")),
+                           max_cpu_s=max_cpu_s)
         lines = _raw_lines(counted, max_line, skips)
         try:
             while True:
                 try:
                     line = next(lines)
+                    counted.tick(len(line))
                 except StopIteration:
                     return
                 except Refused as e:
@@ -288,7 +392,8 @@ def json_lines(path: Path, root: Path | None, skips: Skips, *, max_file: int = M
                 except (OSError, EOFError, zlib.error) as e:  # corrupt or truncated gzip: keep what came before
                     skips.files[name] = f"unreadable after {e.__class__.__name__}: {e}"[:200]
                     return
-                if not line.strip():
+                if not line.startswith(b"{"):  # no JSON object: skipped without a parse
+                    skips.lines += 1
                     continue
                 try:
                     obj = parse_json(line)

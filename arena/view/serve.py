@@ -11,10 +11,16 @@ So the viewer runs uvicorn's h11 protocol through :class:`GuardedH11Protocol`:
 * a head must arrive within :attr:`Limits.head_timeout_s` of the connection (or of the
   previous response), a body within :attr:`Limits.body_timeout_s` of its head; a client
   slower than that gets 408 (when no response has started) and is disconnected;
+* a client that stops taking its answer (the transport's write buffer past its high-water
+  mark, so uvicorn pauses writing) for :attr:`Limits.write_timeout_s` is cut off (the
+  connection aborted, its buffered answer dropped): a close would wait for the buffer to
+  drain, for ever;
 * at most :attr:`Limits.max_connections` connections (by default below the process's
   descriptor limit, which :func:`raise_fd_limit` lifts to the hard limit first): one more
-  closes (503) the connection that has waited longest for its request head, so a crowd of slow
-  clients cannot keep a new one out, and the process never runs out of descriptors.
+  closes (503) the connection that has waited longest on its client, whatever it waits for
+  (its head, its body, or for it to take its answer), so a crowd of slow clients cannot keep
+  a new one out, and the process never runs out of descriptors. (Evicting only connections
+  still sending their heads let 920 slow bodies give every new client a 503 for 28 s.)
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class Limits:
 
     head_timeout_s: float = 10.0  # to send a whole request head
     body_timeout_s: float = 30.0  # to send a whole request body, once its head is in
+    write_timeout_s: float = 30.0  # to take some of the answer once the server's buffer for it is full
     keep_alive_s: float = 5.0  # an idle connection between requests
     max_head_bytes: int = 64 * 2**10  # request line and headers together
     max_connections: int | None = None  # None: the descriptor limit less FD_RESERVE, at most 16384
@@ -63,8 +70,9 @@ def connection_cap(limits: Limits) -> int:
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request's head and body and a connection cap
-    that drops the longest-waiting incomplete head (see the module docstring)."""
+    """uvicorn's h11 protocol with a deadline for each request's head and body and for a stalled
+    answer, and a connection cap that drops the connection waiting longest on its client (see the
+    module docstring)."""
 
     limits = Limits()
     cap = connection_cap(limits)
@@ -73,18 +81,28 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self._phase: str | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        self._stalled: float | None = None  # when writing paused: the client stopped taking its answer
+        self._stall_deadline: asyncio.TimerHandle | None = None
         self._since = self.loop.time()
         self._update_deadline()
         if len(self.connections) > self.cap:
             self._evict()
 
+    def waiting_since(self) -> float | None:
+        """Since when this connection has waited on its client (for its head, its body, or to take
+        its answer); None while the app works on its request, or once it is closing."""
+        if self.transport.is_closing():
+            return None
+        waits = [t for t in (self._since if self._phase else None, self._stalled) if t is not None]
+        return min(waits) if waits else None
+
     def _evict(self) -> None:
-        """Close the connection that has waited longest for its request head (this one if none)."""
-        waiting = [c for c in self.connections if c is not self and getattr(c, "_phase", None) == "head"
-                   and not c.transport.is_closing()]
-        victim = min(waiting, key=lambda c: c._since) if waiting else self
+        """Close the connection that has waited longest on its client (this one if none waits)."""
+        waiting = [(since, c) for c in self.connections if c is not self
+                   and (since := getattr(c, "waiting_since", lambda: None)()) is not None]
+        victim = min(waiting, key=lambda x: x[0])[1] if waiting else self
         victim._cancel()
-        victim._expire("too many connections: the one waiting longest for its request head is closed", 503)
+        victim._expire("too many connections: the one waiting longest on its client is closed", 503)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -94,8 +112,32 @@ class GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         self._update_deadline()
 
+    def pause_writing(self) -> None:
+        """The answer is not being taken: the client has ``write_timeout_s`` to take some."""
+        super().pause_writing()
+        if self._stall_deadline is None and not self.transport.is_closing():
+            self._stalled = self.loop.time()
+            self._stall_deadline = self.loop.call_later(self.limits.write_timeout_s, self._cut_off)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stalled = None
+        if self._stall_deadline is not None:
+            self._stall_deadline.cancel()
+            self._stall_deadline = None
+
+    def _cut_off(self) -> None:
+        """The client took nothing of its answer for ``write_timeout_s``: abort (a close would wait
+        for the buffer to drain), which drops the buffered answer and frees the connection."""
+        self._stall_deadline = None
+        self._cancel()
+        self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
+        if getattr(self, "_stall_deadline", None) is not None:
+            self._stall_deadline.cancel()  # type: ignore[union-attr]
+            self._stall_deadline = None
         super().connection_lost(exc)
 
     def _cancel(self) -> None:
@@ -120,10 +162,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def _expire(self, why: str, status: int = 408) -> None:
         """408 (or ``status``) when no response has started (the app's task, if any, sees a
-        disconnect), then close."""
+        disconnect), then close; abort instead when the client is not taking what was written."""
         self._deadline = None
         self._phase = None
         if self.transport.is_closing():
+            return
+        if self._stalled is not None:
+            self._cut_off()
             return
         if self.cycle is None or self.cycle.response_complete or not self.cycle.response_started:
             body = why.encode() + b"\n"

@@ -14,9 +14,12 @@ at :data:`MAX_TEXT_CHARS`), in a cache of at most :data:`CACHE_BYTES` (estimated
 that drops deleted files and, past the cap, the least recently used; a page that
 shows one episode reads its file again.
 
-Memory is bounded per request and per process: a listing decompresses at most
-:data:`SCAN_BUDGET_BYTES` of changed files (the rest is read by the next request)
-and lists at most :data:`CACHE_BYTES` of summaries; ``metrics.jsonl`` is streamed,
+Files are listed without being opened (:mod:`arena.view.listing`): a listing in which
+nothing changed opens no file and never waits for another listing, so 20,000 cached
+files list in well under a second. Memory and time are bounded per request and per
+process: a listing decompresses at most :data:`SCAN_BUDGET_BYTES` of changed files and
+spends at most :data:`SCAN_CPU_S` seconds of CPU reading them (the rest is read by the
+next request), and lists at most :data:`CACHE_BYTES` of summaries; ``metrics.jsonl`` is streamed,
 at most :data:`MAX_METRICS_BYTES` of it per answer; JSON files are capped
 (:mod:`arena.view.files`); at most :data:`READERS` requests read files at once.
 
@@ -29,25 +32,22 @@ tournament file of an unexpected shape is shown as it is, never a crash.
 from __future__ import annotations
 
 import json
-import re
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from arena.view.files import (
-    MAX_JSON_FILE_BYTES, Refused, Skips, fingerprint, finite, json_lines, open_regular, parse_json, read_json,
-    relative_parts,
+    MAX_JSON_FILE_BYTES, MAX_READ_CPU_S, Gone, Refused, Skips, fingerprint, finite, json_lines, open_regular,
+    parse_json, read_json,
 )
-from arena.view.record import EPISODES_DIR
-
-PLAY_FILE = Path("play") / "episodes.jsonl"
-EVALS_DIR = "evals"  # arena/loop/evals.py writes <run_dir>/evals/<name>/step_S.jsonl.gz
-_STEP = re.compile(r"step_(\d{1,18})", re.ASCII)
+from arena.view.listing import Listed, episode_files, tournament_files
 MAX_TEXT_CHARS = 8192  # of an episode's search text kept in the list (completions, actions, info)
 CACHE_BYTES = 128 * 2**20  # the episode summaries kept and listed (estimated, see row_bytes)
 SCAN_BUDGET_BYTES = 512 * 2**20  # decompressed bytes one listing reads; what is left waits for the next
+SCAN_CPU_S = 8.0  # CPU seconds one listing spends reading files; what is left waits for the next
 MAX_METRICS_BYTES = 2 * 2**20  # of metrics.jsonl one /api/metrics answer reads (the page asks again)
 MAX_METRICS_LINE = 2**20  # one line of metrics.jsonl
 READERS = 2  # requests reading the run folder at once (each within the budgets above)
@@ -132,13 +132,17 @@ class RunStore:
     """The run folder's episodes, metrics and tournaments, re-read as they change."""
 
     def __init__(self, run_dir: Path, tournaments: list[Path] | None = None, *, cache_bytes: int = CACHE_BYTES,
-                 scan_budget: int = SCAN_BUDGET_BYTES, metrics_bytes: int = MAX_METRICS_BYTES):
+                 scan_budget: int = SCAN_BUDGET_BYTES, scan_cpu_s: float = SCAN_CPU_S,
+                 read_cpu_s: float = MAX_READ_CPU_S, metrics_bytes: int = MAX_METRICS_BYTES):
         self.run_dir = run_dir
         self.extra_tournaments = list(tournaments or [])
         self.cache_bytes, self.scan_budget, self.metrics_bytes = cache_bytes, scan_budget, metrics_bytes
+        self.scan_cpu_s, self.read_cpu_s = scan_cpu_s, read_cpu_s
         self._cache: OrderedDict[str, _Entry] = OrderedDict()  # file key -> summaries, least recently used first
         self.cached_bytes = 0
-        self._lock = threading.Lock()  # one listing at a time (it fills the cache)
+        self._lock = threading.Lock()  # the cache, held for moments only
+        self._reading = threading.Lock()  # one listing reads changed files at a time; the others wait only if
+        # they too have something to read
         self._readers = threading.BoundedSemaphore(READERS)
         self._config: tuple[tuple[int, int, int, int], dict[str, Any]] | None = None
         self._offsets: OrderedDict[tuple[int, int, int], int] = OrderedDict()  # (dev, ino, line) -> byte offset
@@ -164,43 +168,12 @@ class RunStore:
         self._config = (sig, cfg)
         return cfg
 
-    def episode_files(self) -> list[tuple[Path, int | None, str]]:
-        """(file, step, source) in display order: training steps, then the runner's log, then play."""
-        files: list[tuple[Path, int | None, str]] = []
-        for p in sorted((self.run_dir / EPISODES_DIR).glob("step_*.jsonl.gz")):
-            m = _STEP.search(p.name)
-            files.append((p, int(m.group(1)) if m else None, "train"))
-        if not files:
-            log = (self.config().get("runner") or {}).get("episodes_jsonl")
-            if isinstance(log, str) and log:
-                path = Path(log) if Path(log).is_absolute() else self.run_dir / log
-                if not path.exists():
-                    path = Path(log)  # relative to where training ran; read only if inside the run folder
-                if path.exists():
-                    files.append((path, None, "log"))
-        for p in sorted((self.run_dir / EVALS_DIR).glob("*/step_*.jsonl*")):
-            m = _STEP.search(p.name)
-            files.append((p, int(m.group(1)) if m else None, f"eval:{p.parent.name}"))
-        play = self.run_dir / PLAY_FILE
-        if play.exists():
-            files.append((play, None, "play"))
-        return files
-
-    def file_key(self, path: Path) -> str:
-        """The key's file part: the file's whole path inside the run folder (unique; the key's
-        last "/" separates the episode number), or the path as written when it lies outside."""
-        try:
-            return "/".join(relative_parts(path, self.run_dir))
-        except Refused:
-            return str(path)
-
-    def _read(self, path: Path, step: int | None, source: str, skips: Skips, raw: Any = None) -> Any:
+    def _read(self, f: Listed, skips: Skips, raw: Any = None) -> Any:
         """(index, row, episode) of each episode of a file that summarises cleanly; the rest is counted."""
-        name = self.file_key(path)
         i = 0
-        for ep in json_lines(path, self.run_dir, skips, raw=raw):
+        for ep in json_lines(f.path, self.run_dir, skips, raw=raw, max_cpu_s=self.read_cpu_s):
             try:
-                row = summarise(f"{name}/{i}", step, source, ep)
+                row = summarise(f"{f.key}/{i}", f.step, f.source, ep)
             except Exception:  # noqa: BLE001 - an episode of an odd shape: skipped and counted, never a 500
                 skips.lines += 1
                 continue
@@ -219,50 +192,92 @@ class RunStore:
         if old is not None:
             self.cached_bytes -= old.nbytes
 
+    def episode_files(self) -> list[Listed]:
+        """The episode files, in display order (:func:`arena.view.listing.episode_files`)."""
+        return episode_files(self.run_dir, self.config())
+
     def scan(self) -> tuple[list[Row], Skips]:
         """Every episode's summary, re-reading files that changed, and what was skipped. Files gone
         from the folder leave the cache; a file refused whole lists no episode; past the listing's
-        budgets (decompressed bytes read, summaries listed) the rest of the files say so instead."""
-        out: list[Row] = []
+        budgets (decompressed bytes and CPU seconds read, summaries listed) the rest of the files say
+        so instead. A listing in which no file changed opens none and never waits for another
+        listing; one that has files to read reads them one listing at a time. :class:`Gone` when
+        the run folder itself is gone."""
         total = Skips()
-        read = listed = 0
-        with self._lock, self._readers:
-            files = self.episode_files()
-            present = {self.file_key(p) for p, _, _ in files}
+        files = self.episode_files()
+        current: dict[str, _Entry] = {}  # key -> its entry, current with the file on disk
+        stale: list[Listed] = []
+        with self._lock:
+            present = {f.key for f in files}
             for gone in [k for k in self._cache if k not in present]:
                 self._drop(gone)
-            for path, step, source in files:
-                name = self.file_key(path)
-                try:
-                    f = open_regular(path, self.run_dir)
-                except Refused as e:  # a link, a FIFO, a file gone since the listing
-                    total.files[str(path)] = str(e)
-                    self._drop(name)
+            get = self._cache.get
+            for f in files:
+                entry = get(f.key)
+                if f.sig is not None and entry is not None and entry.sig == f.sig:
+                    current[f.key] = entry
+                elif f.error is None:
+                    stale.append(f)
+        if stale:
+            with self._reading, self._readers:
+                self._read_changed(stale, current, total)
+        return self._assemble(files, current, total)
+
+    def _read_changed(self, stale: list[Listed], current: dict[str, _Entry], total: Skips) -> None:
+        """Open and read the files that changed, within the listing's budgets, into the cache and
+        ``current``."""
+        read, start = 0, time.thread_time()
+        for f in stale:
+            try:
+                raw = open_regular(f.path, self.run_dir)
+            except Refused as e:  # a link, a FIFO, a file gone since the listing
+                total.files[str(f.path)] = str(e)
+                with self._lock:
+                    self._drop(f.key)
+                continue
+            sig = fingerprint(raw)
+            entry = self._cache.get(f.key)
+            if entry is not None and entry.sig == sig:  # read by the listing this one waited for
+                raw.close()
+                current[f.key] = entry
+                continue
+            spent = time.thread_time() - start
+            if read >= self.scan_budget or spent >= self.scan_cpu_s:
+                raw.close()
+                total.files[str(f.path)] = (f"not read yet: this listing already decompressed {read // 2**20} MiB "
+                                            f"in {spent:.1f} s of CPU; reload the page to read on")
+                continue
+            skips = Skips()
+            rows = [row for _, row, _ in self._read(f, skips, raw=raw)]
+            read += skips.decompressed
+            if skips.refused:  # not read at all: neither its episodes nor its bad lines count
+                rows, skips.lines = [], 0
+            current[f.key] = entry = _Entry(sig, rows, skips, sum(map(row_bytes, rows)) + 1000)
+            with self._lock:
+                self._put(f.key, entry)
+
+    def _assemble(self, files: list[Listed], current: dict[str, _Entry], total: Skips) -> tuple[list[Row], Skips]:
+        """The rows of the current files in listing order, within the listing's cap of summaries."""
+        out: list[Row] = []
+        listed = 0
+        with self._lock:
+            cache = self._cache
+            for f in files:
+                if f.error is not None:
+                    total.files[str(f.path)] = f.error
                     continue
-                sig = fingerprint(f)
-                entry = self._cache.get(name)
-                if entry is not None and entry.sig == sig:
-                    f.close()
-                    self._cache.move_to_end(name)
-                elif read >= self.scan_budget:
-                    f.close()
-                    total.files[str(path)] = (f"not read yet: this listing already decompressed "
-                                              f"{read // 2**20} MiB; reload the page to read on")
-                    continue
-                else:
-                    skips = Skips()
-                    rows = [row for _, row, _ in self._read(path, step, source, skips, raw=f)]
-                    read += skips.decompressed
-                    if skips.refused:  # not read at all: neither its episodes nor its bad lines count
-                        rows, skips.lines = [], 0
-                    entry = _Entry(sig, rows, skips, sum(map(row_bytes, rows)) + 1000)
-                    self._put(name, entry)
+                entry = current.get(f.key)
+                if entry is None:
+                    continue  # refused at its opening, or not read yet: said so already
+                if f.key in cache:
+                    cache.move_to_end(f.key)
                 if listed + entry.nbytes > self.cache_bytes:
-                    total.files[str(path)] = f"not listed: the episodes listed already take {listed // 2**20} MiB"
+                    total.files[str(f.path)] = f"not listed: the episodes listed already take {listed // 2**20} MiB"
                     continue
                 listed += entry.nbytes
                 out.extend(entry.rows)
-                total.add(entry.skips)
+                if entry.skips.lines or entry.skips.files:
+                    total.add(entry.skips)
         return out, total
 
     def rows(self) -> list[Row]:
@@ -271,25 +286,27 @@ class RunStore:
 
     def episode(self, key: str) -> tuple[Row, dict[str, Any]] | None:
         """One episode by its key, read from its file; None for a key that names none; :class:`Refused`
-        when its file is refused whole (a gzip that decompresses past the cap)."""
+        when its file is refused whole (a gzip that decompresses past the cap, or reads too long)."""
         name, _, line = key.rpartition("/")
         if not (line.isascii() and line.isdigit()) or len(line) > 18:
             return None
         want = int(line)
-        for path, step, source in self.episode_files():
-            if self.file_key(path) != name:
-                continue
-            entry = self._cache.get(name)
-            if entry is not None and entry.skips.refused:
-                raise Refused(entry.skips.files.get(str(path), "refused"))
-            skips = Skips()
-            with self._readers:
-                for i, row, ep in self._read(path, step, source, skips):
-                    if i == want:
-                        return row, ep
-            if skips.refused:
-                raise Refused(skips.files.get(str(path), "refused"))
+        try:
+            f = next(f for f in self.episode_files() if f.key == name)
+        except (StopIteration, Gone):
             return None
+        entry = self._cache.get(name)
+        if f.error is not None:
+            return None
+        if entry is not None and entry.skips.refused:
+            raise Refused(entry.skips.files.get(str(f.path), "refused"))
+        skips = Skips()
+        with self._readers:
+            for i, row, ep in self._read(f, skips):
+                if i == want:
+                    return row, ep
+        if skips.refused:
+            raise Refused(skips.files.get(str(f.path), "refused"))
         return None
 
     # ----------------------------------------------------------------- metrics
@@ -360,21 +377,18 @@ class RunStore:
         return rows, line_no, skipped, more
 
     # ----------------------------------------------------------------- tournaments
-    def tournament_files(self) -> list[Path]:
-        found = [*self.extra_tournaments]
-        for pattern in ("*.json", "tournament*/*.json", "tournaments/*/*.json"):
-            found += [p for p in sorted(self.run_dir.glob(pattern)) if p.name != "config.json"]
-        return list(dict.fromkeys(found))
+    def tournament_files(self) -> list[Listed]:
+        """The tournament JSONs (:func:`arena.view.listing.tournament_files`); :class:`Gone` as :meth:`scan`."""
+        return tournament_files(self.run_dir, self.extra_tournaments)
 
-    def tournaments(self) -> list[tuple[Path, Any]]:
-        out = []
-        extra = set(self.extra_tournaments)
-        for p in self.tournament_files():
-            try:  # a file named on the command line may lie anywhere; the run folder's stay inside it
-                with self._readers:
-                    data = read_json(p, None if p in extra else self.run_dir)
-            except Refused as e:
-                out.append((p, {"error": f"cannot read: {e}"}))
-                continue
-            out.append((p, data))
-        return out
+    def tournament(self, f: Listed) -> Any:
+        """One tournament file's JSON, or ``{"error": why}``: parsed one at a time, so a page of many
+        holds one in memory (a file named on the command line may lie anywhere; the run folder's
+        stay inside it)."""
+        if f.error is not None:
+            return {"error": f"cannot read: {f.error}"}
+        try:
+            with self._readers:
+                return read_json(f.path, None if f.path in self.extra_tournaments else self.run_dir)
+        except Refused as e:
+            return {"error": f"cannot read: {e}"}
