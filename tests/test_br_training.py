@@ -13,6 +13,7 @@ import torch
 
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
+from tolerance import approx64
 
 CONFIG = "games/openspiel/kuhn.br.yaml"
 
@@ -44,7 +45,7 @@ def test_training_against_the_current_best_response_lowers_exploitability(tiny_m
     assert end < start - 0.02, (start, end)
     assert all(r["league/opponent_turns"] > 0 for r in got[1:])  # the responder played in every step
     # the average policy: at step 0 it is the base model alone; at the end, the base's and step 6's average
-    assert got[0]["eval/x/exploitability_average"] == pytest.approx(got[0]["eval/x/exploitability_played"], abs=1e-12)
+    assert got[0]["eval/x/exploitability_average"] == approx64(got[0]["eval/x/exploitability_played"])
     assert got[-1]["eval/x/exploitability_average"] != pytest.approx(got[-1]["eval/x/exploitability_played"])
 
 
@@ -78,4 +79,4 @@ def test_eval_prints_the_played_policy(tiny_model_dir: Path, tmp_path: Path, cap
     assert sorted(got["played_policy"]) == sorted(table.state_lookup)
     for key, row in table.state_lookup.items():
         table.action_probability_array[row] = [got["played_policy"][key]["Pass"], got["played_policy"][key]["Bet"]]
-    assert exploitability.exploitability(game, table) == pytest.approx(got["values"]["exploitability_played"], abs=1e-9)
+    assert exploitability.exploitability(game, table) == approx64(got["values"]["exploitability_played"])

@@ -19,6 +19,7 @@ from arena.core.types import read_jsonl
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
 from arena.policies.base import Request, SamplingParams
+from tolerance import approx32, scale_of
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIZ = ROOT / "tests" / "fixtures" / "quiz.yaml"
@@ -82,7 +83,7 @@ def test_quiz_trains_with_a_referee_a_frozen_judge_and_state(tmp_path: Path, tin
             ref = ep.turns_of(seat=f"referee_{k}")[0]
             assert ref.policy == "rm" and ref.valid and not ref.completion_ids
             (score,) = rm.generate([Request(messages=ref.messages)])
-            assert score.score == pytest.approx(float(ref.completion), abs=1e-4)
+            assert score.score == approx32(float(ref.completion))
             assert ep.rewards[f"solver_{k}"] == pytest.approx(float(ref.completion))
         assert ep.rewards["asker_0"] == pytest.approx(-(ep.rewards["solver_0"] + ep.rewards["solver_1"]) / 2)
     # Step 2's askers were shown step 1's questions (the frozen snapshot of the library).
@@ -101,6 +102,6 @@ def test_quiz_trains_with_a_referee_a_frozen_judge_and_state(tmp_path: Path, tin
     assert got.keys() == want.keys()
     for key, value in want.items():
         if isinstance(value, float):
-            assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+            assert got[key] == approx32(value, scale=scale_of(value, 1.0)), key
         else:
             assert got[key] == value, key

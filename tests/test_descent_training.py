@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
+from tolerance import approx64
 
 CONFIG = "games/openspiel/kuhn.ed.yaml"
 
@@ -36,7 +36,7 @@ def test_exact_descent_lowers_the_models_exploitability(tiny_model_dir: Path, tm
     got = rows(tmp_path / "run")
     assert [r["step"] for r in got] == list(range(7))
     # step 1's number is the policy before any update: the step-0 evaluation's, from the same tree walk
-    assert got[1]["descent/exploitability"] == pytest.approx(got[0]["eval/x/exploitability"], abs=1e-9)
+    assert got[1]["descent/exploitability"] == approx64(got[0]["eval/x/exploitability"])
     assert all(r["samples"] == 24 and r["descent/states"] == 12 for r in got[1:])
     start, end = got[0]["eval/x/exploitability"], got[-1]["eval/x/exploitability"]
     assert end < start - 0.05, [r.get("descent/exploitability") for r in got]

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from arena.core.types import read_jsonl
+from tolerance import approx32, scale_of
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "spy_2steps.json"
@@ -79,7 +80,7 @@ def test_spy_training_matches_the_pre_refactor_golden_run(tmp_path: Path) -> Non
             assert key in got, f"metric {key} is gone"
             if key in PACKING:
                 continue
-            same = got[key] == pytest.approx(value, rel=1e-6, abs=1e-6) if isinstance(value, float) else got[key] == value
+            same = got[key] == approx32(value, scale=scale_of(value, 1.0)) if isinstance(value, float) else got[key] == value
             if not same:
                 differ.append(f"step {want['step']} {key}: {value} -> {got[key]}")
     assert not differ, differ

@@ -21,6 +21,7 @@ import pytest
 from arena.core.errors import ConfigError
 from arena.loop.config import load_config
 from arena.loop.league import SAMPLERS, Member, pfsp_weights
+from tolerance import approx64
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMBERS = [Member("base", "m", 0), Member("step_000002", "p2", 2), Member("step_000004", "p4", 4)]
@@ -30,7 +31,7 @@ def test_pfsp_draws_the_opponents_the_learner_beats_less_often_more():
     stats = {"base": (9.0, 10.0), "step_000002": (5.0, 10.0)}  # w = 10/12, 6/12, 1/2 (no games yet)
     w = pfsp_weights(MEMBERS, stats, power=2.0)
     raw = np.array([(1 - 10 / 12) ** 2, 0.25, 0.25])
-    np.testing.assert_allclose(w, raw / raw.sum())
+    assert list(w) == approx64(list(raw / raw.sum()))
     rng = np.random.default_rng(0)
     drawn = [SAMPLERS["pfsp"](MEMBERS, stats, rng, 2.0).name for _ in range(2000)]
     assert drawn.count("base") < drawn.count("step_000002") / 3

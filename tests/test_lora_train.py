@@ -23,6 +23,7 @@ from arena.loop.canary import FLOAT32_MAX_GAP
 from forked_runs import digit_model
 from test_chaos import assert_same_metrics, metrics
 from test_league import tiny_model  # noqa: F401  (the fixture)
+from tolerance import apart, close32
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = [
@@ -89,8 +90,8 @@ def test_withheld_adapter_stops_the_run_and_a_delivered_one_passes(digits: Path,
     adapted = PeftModel.from_pretrained(load_causal_lm(str(digits))[0], str(model_dir))
     ids = torch.tensor([tok("Bid: 1234")["input_ids"]])
     with torch.no_grad():
-        torch.testing.assert_close(merged(ids).logits, adapted(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
-        assert not torch.allclose(merged(ids).logits, base(ids).logits, atol=1e-4)
+        close32(merged(ids).logits, adapted(input_ids=ids).logits)
+        assert apart(merged(ids).logits, base(ids).logits, 1e-4)
 
 
 def test_lora_resume_matches_an_uninterrupted_run(digits: Path, tmp_path: Path, zygote) -> None:

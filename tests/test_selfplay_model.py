@@ -9,6 +9,7 @@ import pytest
 from arena.runner import Runner
 from arena.games.spy import SpyGame
 from arena.policies.base import SamplingParams
+from tolerance import approx64
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +21,7 @@ def test_model_plays_full_spy_games(smol_fp32) -> None:
     assert len(episodes) == 3
     for ep in episodes:
         assert len(ep.turns_of(phase="perform")) >= 4 and len(ep.turns_of(phase="vote")) >= 4
-        assert math.fsum(t.reward for t in ep.turns_of(phase="perform")) == pytest.approx(0.0, abs=1e-9)
+        assert math.fsum(t.reward for t in ep.turns_of(phase="perform")) == approx64(0.0)
         for turn in ep.turns:
             assert turn.policy == "model"
             assert turn.prompt_ids and len(turn.completion_ids) == len(turn.logprobs) <= 32

@@ -14,6 +14,7 @@ import pytest
 
 from arena.core.errors import ConfigError
 from arena.loop.config import load_config
+from tolerance import approx64
 
 ROOT = Path(__file__).resolve().parents[1]
 KUHN = ROOT / "arena/games/openspiel/kuhn.yaml"
@@ -87,7 +88,7 @@ def test_tiny_model_run_stops_checkpoints_and_says_why(tiny_model_dir: Path, tmp
     assert [r["step"] for r in rows] == [1, 2]
     stopped = json.loads((tmp_path / "stopped.json").read_text())
     assert stopped["step"] == 2 and stopped["rule"] == 1 and stopped["metric"] == "exploitability/exploitability_uniform"
-    assert stopped["value"] == pytest.approx(0.4583333, abs=1e-6)
+    assert stopped["value"] == approx64(11 / 24)
     assert "no new best (min) in 1 evaluations" in stopped["reason"]
     assert f"stopped at step 2: {stopped['reason']}" in capsys.readouterr().out
     assert [int(p.name.split("_")[-1]) for p in list_checkpoints(tmp_path)] == [2]

@@ -18,6 +18,7 @@ from arena.core.errors import ConfigError
 from arena.games.openspiel.exact import cfr_policy, head_to_head
 from arena.rank.tournament import exact_fit, main
 from arena.stats.ratings import ELO_SCALE
+from tolerance import approx32, approx64, within
 
 ROOT = Path(__file__).resolve().parents[1]
 KUHN = str(ROOT / "arena/games/openspiel/kuhn.yaml")
@@ -30,12 +31,12 @@ def test_exact_tournament_of_bots_is_openspiels_values_and_fits_ratings(tmp_path
     game = pyspiel.load_game("kuhn_poker")
     returns, results = head_to_head(game, [os_policy.UniformRandomPolicy(game), cfr_policy("kuhn_poker()")])
     assert data["exact"] is True and data["players"] == ["uniform", "cfr"]
-    assert data["returns"][0][1] == pytest.approx(returns[0, 1], abs=1e-9) and data["returns"][0][1] < -0.1
-    assert data["payoff"][0][1] == pytest.approx(results[0, 1], abs=1e-9) and data["payoff"][0][0] is None
+    assert data["returns"][0][1] == approx64(returns[0, 1]) and data["returns"][0][1] < -0.1
+    assert data["payoff"][0][1] == approx64(results[0, 1]) and data["payoff"][0][0] is None
     # two players: the BT maximum likelihood gap is log(w_cfr / w_uniform) on the Elo scale
     gap = ELO_SCALE * math.log(results[1, 0] / results[0, 1])
     assert data["ratings"]["uniform"]["rating"] == pytest.approx(1000.0)
-    assert data["ratings"]["cfr"]["rating"] == pytest.approx(1000.0 + gap, abs=1e-3)
+    assert data["ratings"]["cfr"]["rating"] == within(1000.0 + gap, 1e-3, "the Bradley-Terry fit stops at a tolerance")
     printed = capsys.readouterr().out
     assert "no games sampled" in printed and (tmp_path / "t.png").is_file()
 
@@ -83,5 +84,5 @@ def test_tiny_model_player_is_scored_by_its_exact_action_probabilities(tiny_mode
     model_table = tabular_policy(cfg.game.settings, lambda qs: [model_action_probs(policy, q, params) for q in qs])
     game = pyspiel.load_game("kuhn_poker")
     returns, results = head_to_head(game, [os_policy.UniformRandomPolicy(game), model_table])
-    assert data["returns"][1][0] == pytest.approx(returns[1, 0], abs=1e-6)
-    assert data["payoff"][1][0] == pytest.approx(results[1, 0], abs=1e-6)
+    assert data["returns"][1][0] == approx32(returns[1, 0], scale=2.0)  # sums of payoffs up to 2
+    assert data["payoff"][1][0] == approx32(results[1, 0], scale=1.0)  # sums of win shares up to 1

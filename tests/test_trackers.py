@@ -17,6 +17,7 @@ from arena.cli import run_cli
 from arena.loop.loggers import code_version, mlflow_key, scalars
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture)
+from tolerance import approx32
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = [
@@ -161,7 +162,7 @@ def test_tensorboard_holds_the_metrics(tracked_run: Path) -> None:
     expected = _expected(tracked_run)
     assert got.keys() == expected.keys()
     for step, row in expected.items():  # TensorBoard stores float32
-        assert got[step] == pytest.approx(row, rel=1e-6, abs=1e-30)
+        assert got[step] == approx32(row)
     assert "config/text_summary" in acc.Tags()["tensors"]
 
 

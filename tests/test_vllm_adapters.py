@@ -12,7 +12,6 @@ and its canary stays within the float32 bound.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +84,7 @@ def same_turns(a: list, b: list) -> bool:
     float32 sums differently in the last digits (seen with 2 threads), while a request served under another
     adapter differs in its tokens or far above that."""
     return len(a) == len(b) and all(
-        x[:3] == y[:3] and len(x[3]) == len(y[3]) and all(math.isclose(p, q, rel_tol=1e-5, abs_tol=1e-6)
+        x[:3] == y[:3] and len(x[3]) == len(y[3]) and all(p == approx32(q)
                                                           for p, q in zip(x[3], y[3], strict=True))
         for x, y in zip(a, b, strict=True))
 
@@ -292,6 +291,7 @@ import json, sys
 import torch
 from arena.policies.vllm import VLLMEngine
 from arena.rank.tournament import main
+from tolerance import approx32
 torch.set_num_threads(1)
 engines, served = [], []
 init, generate = VLLMEngine.__init__, VLLMEngine.generate

@@ -22,6 +22,7 @@ from arena.games.openspiel import OpenSpielGame
 from arena.games.openspiel.bots import BOTS
 from arena.games.openspiel.env import observe
 from arena.games.openspiel.exact import best_response_table, expected_returns
+from tolerance import approx64
 
 ROOT = Path(__file__).resolve().parents[2]
 KUHN = pyspiel.load_game("kuhn_poker")
@@ -56,9 +57,9 @@ def test_best_response_is_openspiels_and_beats_every_pure_strategy() -> None:
         def value(pi):
             return expected_returns(KUHN, [pi, policy] if p == 0 else [policy, pi])[p]
         reference = exploitability.best_response(KUHN, policy, p)["best_response_value"]
-        assert value(br) == pytest.approx(reference, abs=1e-12)
+        assert value(br) == approx64(reference)
         best_pure = max(value(pure(p, bits)) for bits in itertools.product((0, 1), repeat=6))  # all 64
-        assert value(br) == pytest.approx(best_pure, abs=1e-12)
+        assert value(br) == approx64(best_pure)
     assert value(br) > value(policy) + 0.05  # it does exploit the hand-built policy
 
 

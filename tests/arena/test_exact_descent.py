@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from arena.games.openspiel.descent import action_advantages, bounded, check_game, descent_targets, natural_advantages
 from arena.games.openspiel.exact import best_response_table, expected_returns, exploitability_of, own_reach, tabular_policy
 from arena.games.openspiel.types import OpenSpielConfig
+from tolerance import approx32, approx64
 
 KUHN = OpenSpielConfig(game="kuhn_poker")
 
@@ -57,7 +58,7 @@ def test_exploitability_is_openspiels_and_advantages_sum_to_zero(seed: int) -> N
     queries, advantages, metrics = descent_targets(KUHN, probs)
     assert len(queries) == 12 and all(len(a) == 2 for a in advantages)
     want = exploitability_of(KUHN.load(), tabular_policy(KUHN, probs))["exploitability"]
-    assert metrics["exploitability"] == pytest.approx(want, abs=1e-12)
+    assert metrics["exploitability"] == approx64(want)
     assert all(abs(sum(a)) < 1e-12 for a in advantages)
 
 
@@ -84,7 +85,7 @@ def test_advantages_are_the_value_gradient_against_a_held_best_response() -> Non
                 values.append(expected_returns(game, profile)[player])
                 probs.theta[(seat, queries[r].observation.info_state)][a] -= sign * eps
             grad = (values[0] - values[1]) / (2 * eps)
-            assert grad == pytest.approx(reach[r] * advantages[r][a], abs=1e-6), (seat, queries[r].observation.info_state, a)
+            assert grad == approx32(reach[r] * advantages[r][a]), (seat, queries[r].observation.info_state, a)
             checked += abs(grad) > 1e-4
     assert checked >= 12  # most states have a non-zero gradient: the check is not vacuous
 
@@ -100,7 +101,7 @@ def test_tabular_descent_with_these_advantages_converges_on_kuhn() -> None:
         trace.append(metrics["exploitability"])
         for q, a in zip(queries, advantages, strict=True):
             probs.row(q)[:] += 2.0 * np.asarray(a)
-    assert trace[0] == pytest.approx(0.4583, abs=1e-4)
+    assert trace[0] == approx64(11 / 24)
     assert descent_targets(KUHN, probs)[2]["exploitability"] < 0.05, trace[-5:]
 
 

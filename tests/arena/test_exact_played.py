@@ -20,6 +20,7 @@ from open_spiel.python.algorithms import exploitability
 from arena.games.openspiel import OpenSpielConfig, OpenSpielGame
 from arena.games.openspiel.exact import exploitability_of, played_policy, policy_exploitability, policy_tables
 from arena.policies.base import SamplingParams
+from tolerance import approx64, within
 
 KUHN = pyspiel.load_game("kuhn_poker")
 LN = math.log
@@ -70,7 +71,7 @@ def leduc_replies(seed: int = 0) -> dict[str, tuple[float, ...]]:
 def test_played_policy_is_the_reply_mass_plus_the_invalid_share_on_the_uniform_fallback() -> None:
     p, m = played_policy([LN(0.1), LN(0.3), LN(0.2)])
     assert m == pytest.approx(0.6)
-    assert list(p) == pytest.approx([0.1 + 0.4 / 3, 0.3 + 0.4 / 3, 0.2 + 0.4 / 3], abs=1e-15)
+    assert list(p) == approx64([0.1 + 0.4 / 3, 0.3 + 0.4 / 3, 0.2 + 0.4 / 3])
     p, m = played_policy([-math.inf, 0.0])  # a bot that never bets: all its mass on Pass... on the 2nd text
     assert (list(p), m) == ([0.0, 1.0], 1.0)
     p, m = played_policy([-2000.0, -2000.0])  # underflow: no mass on any legal text, the fallback plays
@@ -93,13 +94,13 @@ def test_played_and_exact_exploitability_are_openspiels_on_hand_built_tables(gam
                                                     exploitability_of(os_game, tables["played"]).items()}}
     exact = exploitability.exploitability(os_game, direct_table(os_game, replies, played=False))
     played = exploitability.exploitability(os_game, direct_table(os_game, replies, played=True))
-    assert values["exploitability"] == pytest.approx(exact, abs=1e-12)
-    assert values["exploitability_played"] == pytest.approx(played, abs=1e-12)
-    assert values["nash_conv_played"] == pytest.approx(2 * played, abs=1e-12)
+    assert values["exploitability"] == approx64(exact)
+    assert values["exploitability_played"] == approx64(played)
+    assert values["nash_conv_played"] == approx64(2 * played)
     assert abs(played - exact) > 0.05  # the two policies differ enough that mixing them up fails
     masses = [sum(r) for r in replies.values()]
-    assert values["legal_mass_mean"] == pytest.approx(np.mean(masses), abs=1e-12)
-    assert values["legal_mass_min"] == pytest.approx(min(masses), abs=1e-15)
+    assert values["legal_mass_mean"] == approx64(np.mean(masses))
+    assert values["legal_mass_min"] == approx64(min(masses))
 
 
 def _invalid_rate_by_branching(game, replies) -> float:
@@ -124,7 +125,7 @@ def _invalid_rate_by_branching(game, replies) -> float:
 
 def test_invalid_rate_played_is_the_expected_per_game_share_of_invalid_moves() -> None:
     values = policy_exploitability(OpenSpielConfig(), HandBuilt(KUHN_REPLIES))
-    assert values["invalid_rate_played"] == pytest.approx(_invalid_rate_by_branching(KUHN, KUHN_REPLIES), abs=1e-12)
+    assert values["invalid_rate_played"] == approx64(_invalid_rate_by_branching(KUHN, KUHN_REPLIES))
     assert 0.2 < values["invalid_rate_played"] < 0.8
 
 
@@ -188,7 +189,7 @@ def test_the_sampled_played_policy_counts_every_spelling_the_parser_accepts() ->
     assert got["exploitability_played_sampled_lo"] <= truth <= got["exploitability_played_sampled_hi"], (got, truth)
     assert abs(got["exploitability_played_sampled"] - truth) < 0.03
     assert got["exploitability_played_sampled_hi"] - got["exploitability_played_sampled_lo"] < 0.1
-    assert got["invalid_share_sampled"] == pytest.approx(np.mean([v[3] for v in SAMPLED.values()]), abs=0.02)
+    assert got["invalid_share_sampled"] == within(np.mean([v[3] for v in SAMPLED.values()]), 0.02, "2,000 sampled replies")
 
 
 def test_sample_replies_asks_each_seats_policy_with_seeded_requests() -> None:
@@ -220,7 +221,7 @@ def test_the_cli_prints_the_played_policy_and_its_sampled_estimate(capsys) -> No
                  "policies.learner.trainable=false", "--sample", "30", "--bootstrap", "20"]) == 0
     out = capsys.readouterr().out
     played = next(line for line in out.splitlines() if line.startswith("played (invalid: fallback)"))
-    assert float(played.split()[3]) == pytest.approx(0.458333, abs=1e-6)
+    assert float(played.split()[3]) == within(11 / 24, 1e-6, "printed to 6 decimals")
     sampled = next(line for line in out.splitlines() if line.startswith("played, sampled (30 replies per state)"))
     assert "invalid share 0.000" in sampled
     with pytest.raises(ConfigError, match=r"^--sample and --bootstrap must be >= 0 \(got -1, 200\)$"):

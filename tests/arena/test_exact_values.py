@@ -13,6 +13,7 @@ from open_spiel.python.algorithms import expected_game_score
 
 from arena.games.openspiel import OpenSpielConfig
 from arena.games.openspiel.exact import expected_results, expected_returns, head_to_head, tabular_policy
+from tolerance import approx64, close64, within
 
 KUHN = pyspiel.load_game("kuhn_poker")
 # Two hand-built Kuhn policies: the probability of Bet at each information state (card, betting so far).
@@ -52,14 +53,14 @@ def test_expected_returns_are_openspiels_and_the_hand_enumeration() -> None:
     for first, second, tf, ts in ((CAUTIOUS, BLUFFER, a, b), (BLUFFER, CAUTIOUS, b, a), (CAUTIOUS, CAUTIOUS, a, a)):
         got = expected_returns(KUHN, [tf, ts])
         reference = expected_game_score.policy_value(KUHN.new_initial_state(), [tf, ts])
-        assert got == pytest.approx(list(reference), abs=1e-12)
-        assert got[0] == pytest.approx(by_hand(first, second)[0], abs=1e-12) and got[1] == pytest.approx(-got[0])
+        assert got == approx64(list(reference))
+        assert got[0] == approx64(by_hand(first, second)[0]) and got[1] == pytest.approx(-got[0])
 
 
 def test_expected_results_are_win_probabilities_by_hand() -> None:
     r = expected_results(KUHN, [table(CAUTIOUS), table(BLUFFER)])
     value, win = by_hand(CAUTIOUS, BLUFFER)
-    assert r[0, 1] == pytest.approx(win, abs=1e-12) and r[1, 0] == pytest.approx(1 - win, abs=1e-12)  # no ties in Kuhn
+    assert r[0, 1] == approx64(win) and r[1, 0] == approx64(1 - win)  # no ties in Kuhn
     assert r[0, 0] == r[1, 1] == pytest.approx(0.5)  # against itself: a tie
 
 
@@ -67,13 +68,13 @@ def test_head_to_head_averages_the_two_seats() -> None:
     returns, results = head_to_head(KUHN, [table(CAUTIOUS), table(BLUFFER), table(CAUTIOUS)])
     v01, w01 = by_hand(CAUTIOUS, BLUFFER)  # cautious as player 0
     v10, w10 = by_hand(BLUFFER, CAUTIOUS)  # cautious as player 1: minus the bluffer's
-    assert returns[0, 1] == pytest.approx((v01 - v10) / 2, abs=1e-12)
-    assert returns[1, 0] == pytest.approx(-returns[0, 1], abs=1e-12)
-    assert results[0, 1] == pytest.approx((w01 + (1 - w10)) / 2, abs=1e-12)
+    assert returns[0, 1] == approx64((v01 - v10) / 2)
+    assert returns[1, 0] == approx64(-returns[0, 1])
+    assert results[0, 1] == approx64((w01 + (1 - w10)) / 2)
     assert results[0, 1] + results[1, 0] == pytest.approx(1.0)
     vs, _ = by_hand(CAUTIOUS, CAUTIOUS)
-    assert returns[0, 0] == pytest.approx((vs - vs) / 2, abs=1e-12) and np.isnan(results[0, 0])
-    assert returns[0, 2] == pytest.approx(0.0, abs=1e-12) and results[0, 2] == pytest.approx(0.5)  # the same policy
+    assert returns[0, 0] == approx64((vs - vs) / 2) and np.isnan(results[0, 0])
+    assert returns[0, 2] == approx64(0.0) and results[0, 2] == pytest.approx(0.5)  # the same policy
     assert returns[1, 2] == pytest.approx(returns[1, 0])
 
 
@@ -82,7 +83,7 @@ def test_kuhn_game_value_from_the_cfr_policy() -> None:
     from arena.games.openspiel.exact import cfr_policy
 
     cfr = cfr_policy("kuhn_poker()")
-    assert expected_returns(KUHN, [cfr, cfr])[0] == pytest.approx(-1 / 18, abs=1e-3)
+    assert expected_returns(KUHN, [cfr, cfr])[0] == within(-1 / 18, 1e-3, "CFR+ stopped early")
 
 
 def test_the_arena_path_gives_the_hand_built_table() -> None:
@@ -116,11 +117,11 @@ def test_average_policy_is_the_reach_weighted_average_by_hand() -> None:
     for weights in ([1.0, 1.0], [3.0, 1.0]):
         avg = average_policy(KUHN, [table(CAUTIOUS), table(BLUFFER)], weights)
         expected = table(average_by_hand([CAUTIOUS, BLUFFER], weights))
-        np.testing.assert_allclose(avg.action_probability_array, expected.action_probability_array, atol=1e-12)
+        close64(avg.action_probability_array, expected.action_probability_array)
         got = average_exploitability(OpenSpielConfig(), [
             lambda qs, bets=bets: [[1 - bets[q.observation.info_state], bets[q.observation.info_state]] for q in qs]
             for bets in (CAUTIOUS, BLUFFER)], weights)
-        assert got["nash_conv"] == pytest.approx(exploitability.nash_conv(KUHN, expected), abs=1e-12)
+        assert got["nash_conv"] == approx64(exploitability.nash_conv(KUHN, expected))
         assert got["exploitability"] == pytest.approx(got["nash_conv"] / 2)
     plain = {k: (CAUTIOUS[k] + BLUFFER[k]) / 2 for k in CAUTIOUS}  # not the average: pb rows differ
     assert average_by_hand([CAUTIOUS, BLUFFER], [1, 1])["0pb"] != pytest.approx(plain["0pb"])
@@ -137,7 +138,7 @@ def test_the_average_plays_like_drawing_one_policy_before_the_game() -> None:
     for seat in (0, 1):
         def value(pi):
             return expected_returns(KUHN, [pi, opponent] if seat == 0 else [opponent, pi])[seat]
-        assert value(avg) == pytest.approx(sum(w * value(m) for w, m in zip(weights, members)), abs=1e-12)
+        assert value(avg) == approx64(sum(w * value(m) for w, m in zip(weights, members)))
 
 
 def test_average_weights_are_checked_and_an_unreached_state_takes_the_plain_mean() -> None:
@@ -209,8 +210,8 @@ def test_exploitability_only_for_two_player_zero_sum_and_the_reference_points() 
     uniform = os_policy.UniformRandomPolicy(three)
     assert exploitability_of(three, uniform) == {"nash_conv": pytest.approx(exploitability.nash_conv(three, uniform))}
     values = policy_exploitability(OpenSpielConfig(), lambda qs: [[0.5, 0.5] for _ in qs])
-    assert values["exploitability"] == values["exploitability_uniform"] == pytest.approx(0.4583333, abs=1e-6)
-    assert values["nash_conv"] == values["nash_conv_uniform"] == pytest.approx(2 * 0.4583333, abs=2e-6)
+    assert values["exploitability"] == values["exploitability_uniform"] == approx64(11 / 24)
+    assert values["nash_conv"] == values["nash_conv_uniform"] == approx64(11 / 12)
     assert 0 <= values["exploitability_cfr"] < 1e-3 and values["nash_conv_cfr"] == pytest.approx(2 * values["exploitability_cfr"])
     assert sorted(values) == ["exploitability", "exploitability_cfr", "exploitability_played", "exploitability_uniform",
                               "invalid_rate_played", "legal_mass_mean", "legal_mass_min", "nash_conv", "nash_conv_cfr",
@@ -234,17 +235,15 @@ def test_own_reach_is_the_product_of_the_players_own_moves_in_three_player_kuhn(
             if not replay.is_chance_node() and replay.current_player() == p:
                 expected *= t.action_probability_array[t.state_lookup[replay.information_state_string()], action]
             replay.apply_action(action)
-        assert x[row] == pytest.approx(expected, abs=1e-12), state.information_state_string()
+        assert x[row] == approx64(expected), state.information_state_string()
 
 
 def test_average_weights_default_to_equal_and_a_zero_weight_drops_a_policy() -> None:
     from arena.games.openspiel.exact import average_policy
 
     members = [table(CAUTIOUS), table(BLUFFER)]
-    np.testing.assert_allclose(average_policy(KUHN, members).action_probability_array,
-                               average_policy(KUHN, members, [2, 2]).action_probability_array, atol=1e-12)
-    np.testing.assert_allclose(average_policy(KUHN, members, [1, 0]).action_probability_array,
-                               members[0].action_probability_array, atol=1e-12)
+    close64(average_policy(KUHN, members).action_probability_array, average_policy(KUHN, members, [2, 2]).action_probability_array)
+    close64(average_policy(KUHN, members, [1, 0]).action_probability_array, members[0].action_probability_array)
     for bad in ([1.0], [1.0, float("nan")], [1.0, float("inf")]):
         with pytest.raises(ValueError, match="weights must be 2 non-negative numbers"):
             average_policy(KUHN, members, bad)

@@ -17,12 +17,13 @@ import pytest
 
 from arena.games.openspiel.rules import describe
 from arena.loop.exact import action_ids, normalise
+from tolerance import approx64
 
 
 # ------------------------------------------------------------------ arena/loop/exact.py
 def test_normalise_is_the_softmax_of_the_scores() -> None:
     assert normalise([0.0, 0.0]) == pytest.approx([0.5, 0.5])
-    assert normalise([math.log(1.0), math.log(3.0)]) == pytest.approx([0.25, 0.75], abs=1e-12)
+    assert normalise([math.log(1.0), math.log(3.0)]) == approx64([0.25, 0.75])
     assert normalise([-1000.0, -1000.0 + math.log(2.0), -1000.0 + math.log(5.0)]) == pytest.approx([1 / 8, 2 / 8, 5 / 8])
     assert normalise([-2.0]) == [1.0]
 
@@ -117,7 +118,7 @@ def test_each_information_state_gets_its_own_answer() -> None:
     table = tabular_policy(OpenSpielConfig(), lambda qs: [[1 - bets[q.observation.info_state], bets[q.observation.info_state]]
                                                           for q in qs])
     assert (table.action_probability_array == reference.action_probability_array).all()
-    assert exploitability.nash_conv(game, table) == pytest.approx(exploitability.nash_conv(game, reference), abs=1e-12)
+    assert exploitability.nash_conv(game, table) == approx64(exploitability.nash_conv(game, reference))
 
 
 def test_other_games_show_the_board_or_openspiels_string() -> None:

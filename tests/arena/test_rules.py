@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,6 +9,7 @@ from hypothesis import strategies as st
 from arena.core.game import Invalid
 from arena.core.rules import boxed, centred, last_integer, one_of
 from arena.testing import completions
+from tolerance import approx64, scale_of
 
 
 def test_last_integer() -> None:
@@ -45,4 +45,4 @@ def test_parsers_never_raise(text: str) -> None:
 
 @given(values=st.dictionaries(st.text(max_size=3), st.floats(-1e6, 1e6), max_size=8))
 def test_centred_is_zero_sum(values: dict[str, float]) -> None:
-    assert math.isclose(sum(centred(values).values()), 0.0, abs_tol=1e-6)
+    assert sum(centred(values).values()) == approx64(0.0, scale=scale_of(values))

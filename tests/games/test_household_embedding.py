@@ -17,6 +17,7 @@ import torch
 from arena.games.household import HouseholdGame, HouseholdObservation
 from arena.games.household import skills as sk
 from arena.games.household.types import HouseholdConfig
+from tolerance import approx32, close32
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "clean some apple and put it in countertop."
@@ -60,7 +61,7 @@ def test_embeddings_are_normalised_mean_pools(tiny_encoder: str) -> None:
     got = sk.embed([QUERY, "Cool: use the fridge"], tiny_encoder)
     assert got.shape == (2, 32)
     torch.testing.assert_close(got.norm(dim=1), torch.ones(2))
-    torch.testing.assert_close(got[0], _reference(tiny_encoder, QUERY), rtol=1e-5, atol=1e-6)
+    close32(got[0], _reference(tiny_encoder, QUERY))
     torch.testing.assert_close(sk.embed(["Cool: use the fridge"], tiny_encoder)[0], got[1])  # alone = in a batch
 
 
@@ -69,7 +70,7 @@ def test_retriever_ranks_by_cosine_deterministically_with_cached_skill_embedding
     task = [s for s in sk.load_library() if s.kind == "task"]
     q = _reference(tiny_encoder, QUERY)
     want = [round(float(_reference(tiny_encoder, f"{s.title} {s.text}") @ q), 6) for s in task]
-    assert r.scores(QUERY) == pytest.approx(want, abs=2e-6)
+    assert r.scores(QUERY) == approx32(want)
     top = r.top(QUERY, 3)
     assert len({s.id for s in top}) == 3 and all(s.kind == "task" for s in top)
     order = sorted(range(len(task)), key=lambda i: (-want[i], i))

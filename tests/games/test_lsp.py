@@ -3,7 +3,6 @@ tests are in test_lsp_values.py."""
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -20,6 +19,7 @@ from arena.learners.config import LearnerConfig
 from arena.learners.estimators import EstimatorStates
 from arena.learners.samples import build_samples
 from arena.policies.scripted import ScriptedPolicy, random_bot
+from tolerance import approx64, close64, scale_of
 
 CONFIGS = {
     "paper": {},
@@ -169,17 +169,17 @@ def test_solver_advantages_sum_to_zero_per_query_and_challenger_over_the_step(na
             by_query.setdefault(s.extras["group"], []).append(s.advantage)
     assert len(by_query) == len(episodes) and all(len(v) == 3 for v in by_query.values())
     for adv in by_query.values():
-        assert math.isclose(sum(adv), 0.0, abs_tol=1e-9)
+        assert sum(adv) == approx64(0.0, scale=scale_of(adv))
     challenger = [s for s in samples if s.phase == "challenge"]
     assert len(challenger) == len(episodes)
-    assert math.isclose(sum(s.advantage for s in challenger), 0.0, abs_tol=1e-9)
+    assert sum(s.advantage for s in challenger) == approx64(0.0, scale=scale_of([s.advantage for s in challenger]))
 
 
 def test_challenger_advantage_is_mean_v_minus_v_in_lsp_zero() -> None:
     episodes = _episodes(CONFIGS["zero_verifier"], default_bot, n=8)
     v = torch.tensor([ep.metrics["R"] for ep in episodes], dtype=torch.float64)
     got = torch.tensor([s.advantage for s in _samples(episodes) if s.phase == "challenge"], dtype=torch.float64)
-    assert torch.allclose(got, v.mean() - v)
+    close64(got, v.mean() - v)
 
 
 # ------------------------------------------------------------------ watch metrics

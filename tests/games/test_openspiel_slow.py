@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from tolerance import approx32, approx64
 
 ROOT = Path(__file__).resolve().parents[2]
 KUHN = str(ROOT / "arena" / "games" / "openspiel" / "kuhn.yaml")
@@ -45,7 +46,7 @@ def test_eval_exploitability_prints_a_number_for_the_builtin_model(capsys) -> No
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("seats' policy"))
     value, nash_conv = float(row.split()[2]), float(row.split()[3])
-    assert 0.0 <= value <= 2.0 and math.isclose(nash_conv, 2 * value, rel_tol=1e-9)
+    assert 0.0 <= value <= 2.0 and nash_conv == approx64(2 * value)
     assert "0.458333" in out  # the uniform reference beside it
 
 
@@ -68,6 +69,6 @@ def test_model_action_probs_are_the_normalised_teacher_forced_likelihoods(smol_f
         prompt = smol_fp32.encode(Request(messages=query.messages))
         logps = [sum(smol_fp32.score(prompt, action_ids(smol_fp32.tokenizer, a), params)) for a in obs.legal]
         expected = [math.exp(lp) / sum(math.exp(x) for x in logps) for lp in logps]
-        assert probs == pytest.approx(expected, rel=1e-6) and sum(probs) == pytest.approx(1.0)
+        assert probs == approx32(expected) and sum(probs) == pytest.approx(1.0)
         results[temperature] = probs
     assert max(results[0.5]) >= max(results[1.0])  # a lower temperature sharpens the choice

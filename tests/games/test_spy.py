@@ -27,6 +27,7 @@ from arena.games.spy.rules import (
     span_length,
     vote_counts,
 )
+from tolerance import approx64
 
 CONFIGS = [
     {},
@@ -149,7 +150,7 @@ votes_st = st.lists(st.one_of(st.integers(0, 7), st.just(NA), st.none()), min_si
 @given(votes=votes_st, spy=st.integers(0, 7), beta=st.floats(0, 10), lam=st.floats(0, 10))
 def test_performing_rewards_sum_to_zero(votes: list, spy: int, beta: float, lam: float) -> None:
     counts = vote_counts(votes, 8)
-    assert math.fsum(performing_rewards(counts, spy, beta, lam)) == pytest.approx(0.0, abs=1e-9)
+    assert math.fsum(performing_rewards(counts, spy, beta, lam)) == approx64(0.0)
 
 
 def test_performing_rewards_hand_computed() -> None:
@@ -183,7 +184,7 @@ def test_env_detection_reward_is_indicator_and_perform_sums_to_zero(seed: int, v
     for turn in ep.turns_of(phase="vote"):
         parsed = parse_vote(turn.completion, 5)
         assert turn.reward == (1.0 if parsed == spy and not isinstance(parsed, Invalid) else 0.0)
-    assert math.fsum(t.reward for t in ep.turns_of(phase="perform")) == pytest.approx(0.0, abs=1e-9)
+    assert math.fsum(t.reward for t in ep.turns_of(phase="perform")) == approx64(0.0)
 
 
 def test_detection_reward_paper_indicator() -> None:

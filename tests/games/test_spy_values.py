@@ -23,6 +23,7 @@ from arena.games.spy.rules import (
     vote_counts,
 )
 from arena.games.spy.types import SpyConfig
+from tolerance import approx64
 
 
 # ------------------------------------------------------------ performing rewards, beta != lambda
@@ -47,7 +48,7 @@ def test_performing_rewards_n16_beta_differs_from_lambda() -> None:
     for j in (0, 9, 15, 1):
         assert r[j] == pytest.approx(beta / 15 * gap - lam * (counts[j] - mc)), j
     assert r[0] == pytest.approx(0.072 - 2.38)  # 0.2/15*5.4 - 0.7*3.4
-    assert sum(r) == pytest.approx(0.0, abs=1e-12)
+    assert sum(r) == approx64(0.0)
 
 
 def test_performing_rewards_spy_not_at_index_zero_and_no_votes() -> None:

@@ -24,6 +24,7 @@ from arena.learners.auso import (
 )
 from arena.learners.objectives import jsd
 from arena.learners.progress import Progress
+from tolerance import approx32, approx64
 
 
 def test_smooth_hand_values() -> None:
@@ -93,11 +94,11 @@ def test_topk_jsd_equals_a_slow_full_vocabulary_reference(seed: int, vocab: int,
     q = torch.randn(vocab, generator=gen, dtype=torch.float64).mul(2).log_softmax(-1)
     k = min(k, vocab - 1)
     got = float(topk_jsd(p, q, k))
-    assert got == pytest.approx(_slow_topk_jsd(p.exp().tolist(), q.exp().tolist(), k), abs=1e-12)
+    assert got == approx64(_slow_topk_jsd(p.exp().tolist(), q.exp().tolist(), k))
     full = float(jsd(p, q))
     assert got <= full + 1e-12  # merging bins never increases the divergence
     if k == vocab - 1:
-        assert got == pytest.approx(full, abs=1e-12)
+        assert got == approx64(full)
     pb, qb = topk_tail(p, q, k)
     assert pb.shape == (k + 1,) and float(pb.exp().sum()) == pytest.approx(1.0) and float(qb.exp().sum()) == pytest.approx(1.0)
 
@@ -108,7 +109,7 @@ def test_topk_jsd_batches_and_is_symmetric_on_the_same_bins() -> None:
     out = topk_jsd(p, q, 2)
     assert out.shape == (2,)
     assert float(out[0]) == pytest.approx(_slow_topk_jsd([0.5, 0.3, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4], 2))
-    assert float(topk_jsd(q, q, 2)[0]) == pytest.approx(0.0, abs=1e-7)
+    assert float(topk_jsd(q, q, 2)[0]) == approx32(0.0)
 
 
 def test_action_mean_over_the_tokens_of_each_action() -> None:
@@ -150,7 +151,7 @@ def test_utilisation_weights_keep_the_sign_and_mean_one(data, rates, w_util, adv
     a = torch.tensor(adv[: len(data)], dtype=torch.float64)
     assert bool(((a * w) * a >= 0).all()), "A_t = A_GRPO * w_t keeps the sign"
     for t in tasks.unique().tolist():
-        assert float(w[tasks == t].mean()) == pytest.approx(1.0, abs=1e-9)
+        assert float(w[tasks == t].mean()) == approx64(1.0)
 
 
 def _slow_centred_tanh(x: list[float], clip: float | None) -> list[float]:
@@ -169,9 +170,9 @@ def test_z_score_is_clipped_at_three() -> None:
     g = torch.zeros(len(x), dtype=torch.long)
     clipped = centred_tanh(torch.tensor(x, dtype=torch.float64), g, clip=3.0).tolist()
     unclipped = centred_tanh(torch.tensor(x, dtype=torch.float64), g, clip=None).tolist()
-    assert clipped == pytest.approx(_slow_centred_tanh(x, 3.0), abs=1e-6)
-    assert unclipped == pytest.approx(_slow_centred_tanh(x, None), abs=1e-6)
-    assert clipped[-2] != pytest.approx(unclipped[-2], abs=1e-4)
+    assert clipped == approx32(_slow_centred_tanh(x, 3.0))
+    assert unclipped == approx32(_slow_centred_tanh(x, None))
+    assert clipped[-2] != approx32(unclipped[-2])
 
 
 def test_internalisation_weights_mean_exactly_one_and_bounded() -> None:

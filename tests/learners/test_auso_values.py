@@ -35,6 +35,7 @@ from arena.learners.auso import (
 )
 from arena.learners.objectives import ProbeDist, jsd
 from arena.learners.progress import Progress
+from tolerance import approx32, approx64, close64, within
 
 LOG = torch.log
 
@@ -80,17 +81,18 @@ P = LOG(torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64))
 
 def test_topk_tail_hand_values() -> None:
     p, q = topk_tail(P, Q, 2)  # q's top 2 are tokens 0 and 1
-    assert torch.allclose(q.exp(), torch.tensor([0.4, 0.3, 0.3], dtype=torch.float64))
-    assert torch.allclose(p.exp(), torch.tensor([0.1, 0.2, 0.7], dtype=torch.float64))
+    assert q.exp().tolist() == approx64([0.4, 0.3, 0.3])
+    assert p.exp().tolist() == approx64([0.1, 0.2, 0.7])
     p, q = topk_tail(Q, P, 1)  # now P's top token is 3
-    assert torch.allclose(q.exp(), torch.tensor([0.4, 0.6], dtype=torch.float64))
-    assert torch.allclose(p.exp(), torch.tensor([0.1, 0.9], dtype=torch.float64))
+    assert q.exp().tolist() == approx64([0.4, 0.6])
+    assert p.exp().tolist() == approx64([0.1, 0.9])
     p, q = topk_tail(P, Q, 10)  # k is cut to V - 1 = 3: a tail bin holding the last token
-    assert p.shape == (4,) and torch.allclose(p.exp(), torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64))
+    assert p.shape == (4,)
+    assert p.exp().tolist() == approx64([0.1, 0.2, 0.3, 0.4])
     batch_p, batch_q = topk_tail(torch.stack([P, Q]), torch.stack([Q, P]), 2)
     assert batch_p.shape == (2, 3)
-    assert torch.allclose(batch_q[1].exp(), torch.tensor([0.4, 0.3, 0.3], dtype=torch.float64))
-    assert torch.allclose(batch_p[1].exp(), torch.tensor([0.1, 0.2, 0.7], dtype=torch.float64))
+    assert batch_q[1].exp().tolist() == approx64([0.4, 0.3, 0.3])
+    assert batch_p[1].exp().tolist() == approx64([0.1, 0.2, 0.7])
 
 
 def test_topk_jsd_values_and_default_k() -> None:
@@ -138,11 +140,11 @@ def test_centred_tanh_against_a_reference_with_a_binding_clip() -> None:
     x, groups = torch.tensor(X, dtype=torch.float64), torch.tensor(GROUPS)
     for clip in (0.5, 1.0, 3.0, None):
         got = centred_tanh(x, groups, clip).tolist()
-        assert got == pytest.approx(_reference_centred_tanh(X, GROUPS, clip), abs=1e-6), clip
+        assert got == approx32(_reference_centred_tanh(X, GROUPS, clip)), clip
     # group 2: z = (-1.07, -0.27, 1.34), so a clip of 1 binds and changes the weights
     assert centred_tanh(x, groups, 1.0)[0] != pytest.approx(float(centred_tanh(x, groups, 3.0)[0]))
     default = centred_tanh(x, groups)
-    assert default.tolist() == pytest.approx(_reference_centred_tanh(X, GROUPS, 3.0), abs=1e-6)
+    assert default.tolist() == approx32(_reference_centred_tanh(X, GROUPS, 3.0))
     assert default[3:6].tolist() == [0.0, 0.0, 0.0]
     assert default[[0, 1, 2]].abs().max() == pytest.approx(1.0) and default[[0, 1, 2]].sum() == pytest.approx(0.0)
     big = torch.tensor([0.0] * 20 + [100.0], dtype=torch.float64)  # z of the outlier is sqrt(20) > 3
@@ -172,18 +174,18 @@ def test_pass_gate_and_utilisation_weights() -> None:
     w = utilisation_weights(x, groups, rates, w_util=0.5, beta=0.3, clip=1.0)
     m = _reference_centred_tanh(X, GROUPS, 1.0)
     expected = [1 + 0.3 * 0.5 * 4 * r * (1 - r) * mi for r, mi in zip(rates.tolist(), m, strict=True)]
-    assert w.tolist() == pytest.approx(expected, abs=1e-6)
+    assert w.tolist() == approx32(expected)
     d = utilisation_weights(x, groups, rates, w_util=0.5)  # beta 0.2, clip 3
     m3 = _reference_centred_tanh(X, GROUPS, 3.0)
-    assert d.tolist() == pytest.approx([1 + 0.2 * 0.5 * 4 * r * (1 - r) * mi for r, mi in zip(rates.tolist(), m3, strict=True)], abs=1e-6)
+    assert d.tolist() == approx32([1 + 0.2 * 0.5 * 4 * r * (1 - r) * mi for r, mi in zip(rates.tolist(), m3, strict=True)])
 
 
 def test_utilisation_default_clip_is_three() -> None:
     values = [0.0] * 17 + [2.0, 5.0, 100.0]  # the z-score of 100 is 4.3: clips of 3 and 4 differ
     w = utilisation_weights(torch.tensor(values, dtype=torch.float64), torch.zeros(20, dtype=torch.long),
                             torch.full((20,), 0.5, dtype=torch.float64), w_util=1.0)  # fmt: skip
-    assert w.tolist() == pytest.approx([1 + 0.2 * t for t in _reference_centred_tanh(values, [0] * 20, 3.0)], abs=1e-9)
-    assert w.tolist() != pytest.approx([1 + 0.2 * t for t in _reference_centred_tanh(values, [0] * 20, 4.0)], abs=1e-9)
+    assert w.tolist() == approx64([1 + 0.2 * t for t in _reference_centred_tanh(values, [0] * 20, 3.0)])
+    assert w.tolist() != approx64([1 + 0.2 * t for t in _reference_centred_tanh(values, [0] * 20, 4.0)])
 
 
 def test_internalisation_weights_one_group_no_clip() -> None:
@@ -217,11 +219,11 @@ def test_probe_bins_with_and_without_an_index() -> None:
     probe = ProbeDist(index=index, logp=LOG(torch.tensor([[[0.5, 0.2, 0.1]]], dtype=torch.float64)),
                       tail=LOG(torch.tensor([[0.2]], dtype=torch.float64)), present=torch.tensor([True]))  # fmt: skip
     p, q = probe_bins(logp, probe, 2)
-    assert torch.allclose(q.exp(), torch.tensor([[[0.5, 0.2, 0.3]]], dtype=torch.float64))  # 0.1 + tail 0.2
-    assert torch.allclose(p.exp(), torch.tensor([[[0.3, 0.25, 0.45]]], dtype=torch.float64))
+    close64(q.exp(), torch.tensor([[[0.5, 0.2, 0.3]]], dtype=torch.float64))  # 0.1 + tail 0.2
+    close64(p.exp(), torch.tensor([[[0.3, 0.25, 0.45]]], dtype=torch.float64))
     p, q = probe_bins(logp, probe, 3)
-    assert torch.allclose(q.exp(), torch.tensor([[[0.5, 0.2, 0.1, 0.2]]], dtype=torch.float64))
-    assert torch.allclose(p.exp(), torch.tensor([[[0.3, 0.25, 0.1, 0.35]]], dtype=torch.float64))
+    close64(q.exp(), torch.tensor([[[0.5, 0.2, 0.1, 0.2]]], dtype=torch.float64))
+    close64(p.exp(), torch.tensor([[[0.3, 0.25, 0.1, 0.35]]], dtype=torch.float64))
     full = ProbeDist(index=None, logp=logp.flip(-1), tail=None, present=torch.tensor([True]))
     p, q = probe_bins(logp, full, 2)
     ref_p, ref_q = topk_tail(logp, logp.flip(-1), 2)
@@ -274,18 +276,18 @@ def test_utilise_stage_and_weights_without_a_model() -> None:
     m = _reference_centred_tanh([1.0, 2.0, 4.0, 3.0, 7.0], [0, 0, 0, 1, 1], 1.0)
     gates = [0.75, 0.75, 0.75, 0.0, 1.0]  # a missing pass rate: gate 0
     expected = [1 + 0.3 * 0.15625 * g * mi for g, mi in zip(gates, m, strict=True)] + [1.0]  # NaN: its own group
-    assert w.tolist() == pytest.approx(expected, abs=1e-6)
+    assert w.tolist() == approx32(expected)
     assert term.action_weights(samples, values, Progress(5, 21)).tolist() == [1.0] * 6
     whole = term.action_weights(samples[:3], values[:3], None)  # no progress: w_util = 1
     ref = _reference_centred_tanh([1.0, 2.0, 4.0], [0, 0, 0], 1.0)
-    assert whole.tolist() == pytest.approx([1 + 0.3 * 0.75 * t for t in ref], abs=1e-6)
+    assert whole.tolist() == approx32([1 + 0.3 * 0.75 * t for t in ref])
     # pass rates in the values' dtype: 0.3 is not a float32 number, so a float32 gate would be off by ~1e-8
     odd = [SimpleNamespace(extras={"group": "g", "pass_rate": 0.3}) for _ in range(3)]
     got = term.action_weights(odd, torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64), None)
     same = utilisation_weights(torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64), torch.zeros(3, dtype=torch.long),
                                torch.full((3,), 0.3, dtype=torch.float64), 1.0, 0.3, 1.0)  # fmt: skip
-    assert got.tolist() == pytest.approx(same.tolist(), rel=1e-13, abs=1e-13)
-    assert got.tolist() == pytest.approx([1 + 0.3 * 4 * 0.3 * 0.7 * t for t in ref], abs=1e-6)
+    assert got.tolist() == approx64(same.tolist())
+    assert got.tolist() == approx32([1 + 0.3 * 4 * 0.3 * 0.7 * t for t in ref])
     nogroup = [SimpleNamespace(extras={"pass_rate": 0.5}), SimpleNamespace(extras={"pass_rate": 0.5})]
     assert term.action_weights(nogroup, torch.tensor([1.0, 3.0], dtype=torch.float64), None).tolist() == pytest.approx([0.7, 1.3])
 
@@ -302,15 +304,15 @@ def test_union_topk_jsd_hand_value() -> None:
             y * math.log(y / mi) for y, mi in zip(b, m, strict=True))
 
     want = hand([0.5, 0.3, 0.2], [0.1, 0.6, 0.3])
-    assert want == pytest.approx(0.1032945, abs=1e-6)  # (0.0892 + 0.1174) / 2
-    assert float(union_topk_jsd(p, q, 1)) == pytest.approx(want, rel=1e-12)
-    assert float(union_topk_jsd(q, p, 1)) == pytest.approx(want, rel=1e-12)
-    assert float(topk_jsd(p, q, 1)) == pytest.approx(hand([0.3, 0.7], [0.6, 0.4]), rel=1e-12)
-    assert float(topk_jsd(q, p, 1)) == pytest.approx(hand([0.5, 0.5], [0.1, 0.9]), rel=1e-12)  # not symmetric
+    assert want == within(0.1032945, 1e-6, "written to 7 decimals")  # (0.0892 + 0.1174) / 2
+    assert float(union_topk_jsd(p, q, 1)) == approx64(want)
+    assert float(union_topk_jsd(q, p, 1)) == approx64(want)
+    assert float(topk_jsd(p, q, 1)) == approx64(hand([0.3, 0.7], [0.6, 0.4]))
+    assert float(topk_jsd(q, p, 1)) == approx64(hand([0.5, 0.5], [0.1, 0.9]))  # not symmetric
     # k = 2: union {0, 1, 2} + tail {3}: (.5, .3, .1, .1) vs (.1, .6, .2, .1)
-    assert float(union_topk_jsd(p, q, 2)) == pytest.approx(hand([0.5, 0.3, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1]), rel=1e-12)
+    assert float(union_topk_jsd(p, q, 2)) == approx64(hand([0.5, 0.3, 0.1, 0.1], [0.1, 0.6, 0.2, 0.1]))
     # the union covers the vocabulary: no tail bin, the full JSD
-    assert float(union_topk_jsd(p, q, 4)) == pytest.approx(float(jsd(p, q)), rel=1e-12)
+    assert float(union_topk_jsd(p, q, 4)) == approx64(float(jsd(p, q)))
 
 
 def test_union_topk_jsd_is_symmetric_and_bounded_on_random_cases() -> None:
@@ -323,7 +325,7 @@ def test_union_topk_jsd_is_symmetric_and_bounded_on_random_cases() -> None:
         p = torch.log_softmax(3 * torch.randn(100, v, generator=gen, dtype=torch.float64), -1)
         q = torch.log_softmax(3 * torch.randn(100, v, generator=gen, dtype=torch.float64), -1)
         ab, ba = union_topk_jsd(p, q, k), union_topk_jsd(q, p, k)
-        torch.testing.assert_close(ab, ba, rtol=1e-12, atol=1e-14)
+        close64(ab, ba)
         assert (ab <= jsd(p, q) + 1e-12).all() and (ab >= topk_jsd(p, q, k) - 1e-12).all()
         # a slow reference: the union's tokens one by one
         for r in range(0, 100, 37):
@@ -332,7 +334,7 @@ def test_union_topk_jsd_is_symmetric_and_bounded_on_random_cases() -> None:
             a = [p[r, t].exp() for t in keep] + ([p[r, rest].exp().sum()] if rest else [])
             b = [q[r, t].exp() for t in keep] + ([q[r, rest].exp().sum()] if rest else [])
             want = float(jsd(torch.stack(a).log(), torch.stack(b).log()))
-            assert float(ab[r]) == pytest.approx(want, rel=1e-10, abs=1e-14)
+            assert float(ab[r]) == approx64(want)
 
 
 def test_utilise_action_values_on_the_union_by_default() -> None:
@@ -343,9 +345,9 @@ def test_utilise_action_values_on_the_union_by_default() -> None:
     probe = ProbeDist(index=None, logp=probe_logp, tail=None, present=torch.tensor([True]))
     batch = SimpleNamespace(completion_mask=torch.tensor([[1.0, 1.0]], dtype=torch.float64))
     value = term.action_values(batch, logp, {"bare": probe})
-    assert value.item() == pytest.approx(float(union_topk_jsd(logp, probe_logp, 1).mean()), rel=1e-12)
+    assert value.item() == approx64(float(union_topk_jsd(logp, probe_logp, 1).mean()))
     swapped = term.action_values(batch, probe_logp, {"bare": ProbeDist(None, logp, None, torch.tensor([True]))})
-    assert swapped.item() == pytest.approx(value.item(), rel=1e-12)
+    assert swapped.item() == approx64(value.item())
 
 
 def test_utilise_action_values_from_the_probe() -> None:

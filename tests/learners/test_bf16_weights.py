@@ -26,6 +26,7 @@ from arena.learners.config import LearnerConfig
 from arena.learners.update import Learner
 from arena.policies.hardware import fast_bf16
 from test_league import tiny_model  # noqa: F401  (the fixture: a 2-layer random model, SmolLM2's tokenizer)
+from tolerance import close32
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 64
@@ -85,7 +86,7 @@ def test_updates_below_bf16_resolution_add_up_in_the_master() -> None:
     assert moved_master > 0.95 and moved_model < 0.2, (float(moved_master), float(moved_model))
     plain = learner("float32", lr=1e-6, grad_clip=1e9)
     plain.step(batch())
-    assert torch.allclose(flat(lr.master), flat(plain.model.parameters()), atol=2e-6), "the master tracks fp32"
+    close32(flat(lr.master), flat(plain.model.parameters()), msg="the master tracks fp32")
 
 
 def _master_gradient(token_budget: int) -> torch.Tensor:

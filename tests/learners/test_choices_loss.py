@@ -14,6 +14,7 @@ from tiny_model import flat_grad, seq_log_softmax
 from arena.core.types import Sample
 from arena.learners.batch import choice_budget, pack
 from arena.learners.losses import choice_entropy, normalise_choices
+from tolerance import approx32, close32, within
 
 T = 0.9
 PROMPTS = [[5, 6, 7, 8], [5, 6, 9], [5, 6, 7, 11, 12], [5, 13]]
@@ -51,7 +52,7 @@ def test_choice_entropy_by_hand() -> None:
     p = torch.softmax(torch.tensor([-3.0, -1.0, -4.0]), 0)
     want = torch.stack([-(p * p.log()).sum(), torch.tensor(0.0), torch.log(torch.tensor(2.0))])
     torch.testing.assert_close(got, want)
-    assert float(got[0]) == pytest.approx(0.5243, abs=1e-4)  # p = (0.1142, 0.8438, 0.0420)
+    assert float(got[0]) == within(0.5243, 1e-4, "written to 4 decimals")  # p = (0.1142, 0.8438, 0.0420)
     sure = choice_entropy(torch.tensor([0.0]), torch.tensor([-60.0]), [0])  # a saturated choice: about 0
     assert float(sure[0]) < 1e-20
 
@@ -106,7 +107,7 @@ def test_the_gradient_is_that_of_the_normalised_choice(tiny: Any, learner_gradie
     got, stats = learner_gradient(batch, temperature=T, loss="reinforce", token_budget=budget,
                                   share_prefix_min_tokens=1)
     assert budget > 100 or stats["micro_batches"] >= 3
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    close32(got, want)
     # The unnormalised likelihood (the alternatives ignored) is a different gradient: the check can fail.
     plain = [s.model_copy(update={"alternatives": []}) for s in batch]
     assert (reference_gradient(tiny, plain) - want).abs().max() > 100 * 1e-6
@@ -118,8 +119,8 @@ def test_clipped_loss_with_two_epochs_and_kl_sees_the_normalised_choice(tiny: An
     batch = samples()
     reinforce, _ = learner_gradient(batch, temperature=T, loss="reinforce")
     clipped, stats = learner_gradient(batch, temperature=T, loss="clipped", beta=0.1, kl_estimator="k3")
-    torch.testing.assert_close(clipped, reinforce, rtol=1e-4, atol=1e-6)
-    assert stats["kl"] == pytest.approx(0.0, abs=1e-6) and stats["clip_frac"] == 0.0
+    close32(clipped, reinforce)
+    assert stats["kl"] == approx32(0.0) and stats["clip_frac"] == 0.0
 
 
 @pytest.mark.parametrize("budget", [10_000, 6])
@@ -130,7 +131,7 @@ def test_the_entropy_bonus_is_the_mean_choice_entropy(tiny: Any, learner_gradien
     want = reference_gradient(tiny, batch, entropy=0.3)
     got, stats = learner_gradient(batch, temperature=T, loss="reinforce", token_budget=budget,
                                   share_prefix_min_tokens=1, choice_entropy=0.3)
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    close32(got, want)
     assert (want - reference_gradient(tiny, batch)).abs().max() > 100 * 1e-6  # the bonus does move the gradient
     assert 0.0 < stats["choice_entropy"] < float(torch.log(torch.tensor(3.0)))
 
@@ -158,7 +159,7 @@ def test_descent_samples_give_exploitability_descents_gradient(tiny: Any, learne
                     alternatives=[o for j, o in enumerate(CHOICES) if j != i]) for i, ch in enumerate(CHOICES)]
     for loss in ("reinforce", "clipped"):
         got, _ = learner_gradient(batch, temperature=T, loss=loss)
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+        close32(got, want)
     assert want.abs().max() > 1e-4
 
 
@@ -179,7 +180,7 @@ def test_alternatives_that_are_rows_of_the_batch_are_not_run_again(tiny: Any, le
                                   share_prefix_min_tokens=1)
         if not share:  # (sharing runs prompts and completions in passes of their own: tests/learners/test_prefix.py)
             assert sum(seen) == len(batch) + 2 + sum(len(s.alternatives) for s in samples())  # 2: CHOICES[2] for each
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+        close32(got, want)
         seen.clear()
         ed = [s.model_copy(update={"alternatives": [CHOICES[1 - i]]}) for i, s in enumerate(both)]
         learner_gradient(ed, temperature=T, loss="reinforce", share_prompt_prefix=False)

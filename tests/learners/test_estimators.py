@@ -20,6 +20,7 @@ from arena.learners.estimators import (
     get_estimator,
     register_estimator,
 )
+from tolerance import approx32
 
 KNOWN = "auso, dr_grpo, grpo, lsp_challenger, lsp_solver, rae, skill_sp_curriculum"
 
@@ -72,7 +73,7 @@ def test_grpo_and_dr_grpo_by_group() -> None:
     inp = make_input([1, 0, 2, 2, 5, 4, 4], [0, 0, 1, 1, 1, 2, 2])
     s = 2**0.5
     out = run("grpo", inp)
-    assert out.advantages.tolist() == pytest.approx([1, -1, -1 / s, -1 / s, 2 / s, 0, 0], abs=1e-5)
+    assert out.advantages.tolist() == approx32([1, -1, -1 / s, -1 / s, 2 / s, 0, 0])
     assert out.keep.all(), "drop_zero_variance off keeps every turn"
     dr = run("dr_grpo", make_input([1, 0, 2, 2, 5, 4, 4], [0, 0, 1, 1, 1, 2, 2], drop=True))
     assert dr.advantages.tolist() == pytest.approx([0.5, -0.5, -1, -1, 2, 0, 0])
@@ -106,7 +107,7 @@ def test_stream_curriculum_trains_only_the_top_task_of_each_stream() -> None:
     opts = {"tasks": 2, "alpha": 0.5, "stream_key": "lane", "streams": ("a", "b"), "rank_by": "writer"}
     for drop in (False, True):
         out = run("skill_sp_curriculum", replace(make_input(rewards, games, drop=drop), episodes=episodes), **opts)
-        assert out.advantages.tolist() == pytest.approx([1, -1] + [0] * 8, abs=1e-5)
+        assert out.advantages.tolist() == approx32([1, -1] + [0] * 8)
         assert out.keep.tolist() == [True, True] + [False] * 4 + [not drop] * 2 + [False] * 2
     # alpha=1.0: the whole quota goes to lane a, both of whose tasks are trained
     both_a = run("skill_sp_curriculum", replace(make_input(rewards, games), episodes=episodes), **opts | {"alpha": 1.0})

@@ -12,6 +12,7 @@ from tiny_model import PAD, seq_log_softmax
 
 from arena.core.types import Sample
 from arena.learners.batch import collate, completion_log_softmax, pack
+from tolerance import approx32, close32
 
 RULES = list(range(2, 26))  # 24 shared "rules" tokens
 
@@ -55,9 +56,9 @@ def test_shared_prefix_log_softmax_equals_each_row_alone(tiny: Any) -> None:
         plain = completion_log_softmax(tiny, mb, 0.7, share_prompt=False)
         for r, s in enumerate(samples):
             alone = seq_log_softmax(tiny, s.prompt_ids, s.completion_ids, 0.7)
-            torch.testing.assert_close(shared[r, : len(s.completion_ids)], alone, rtol=1e-4, atol=1e-4)
+            close32(shared[r, : len(s.completion_ids)], alone)
     mask = mb.completion_mask.bool()
-    torch.testing.assert_close(shared[mask], plain[mask], rtol=1e-4, atol=1e-4)
+    close32(shared[mask], plain[mask])
 
 
 def _grads(tiny: Any, samples: list[Sample], **cfg: Any) -> tuple[dict[str, torch.Tensor], dict[str, float], int]:
@@ -101,9 +102,9 @@ def test_shared_prefix_gradient_equals_the_unshared_gradient(tiny: Any, epochs: 
     assert plain.keys() == shared.keys() and len(plain) == sum(1 for _ in tiny.parameters())
     for name, g in plain.items():
         assert g.abs().sum() > 0, name
-        torch.testing.assert_close(shared[name], g, rtol=1e-4, atol=1e-6, msg=name)
+        close32(shared[name], g, msg=name)
     for key in ("loss", "pg_loss", "kl", "clip_frac"):
-        assert s_shared[key] == pytest.approx(s_plain[key], rel=1e-4, abs=1e-7)
+        assert s_shared[key] == approx32(s_plain[key])
     assert n_shared < 0.75 * n_plain  # the rules ran once per micro-batch, not once per row
 
 
@@ -114,7 +115,7 @@ def test_full_batch_equals_micro_batches_with_sharing(tiny: Any) -> None:
     split, s_split, _ = _grads(tiny, samples, token_budget=60, **cfg)
     assert s_whole["micro_batches"] == 1 < s_split["micro_batches"]
     for name, g in whole.items():
-        torch.testing.assert_close(split[name], g, rtol=1e-4, atol=1e-6, msg=name)
+        close32(split[name], g, msg=name)
 
 
 def repeated_prompts() -> list[Sample]:
@@ -138,12 +139,12 @@ def test_repeated_prompts_run_once_with_the_values_and_gradients_of_each_row(tin
         shared = completion_log_softmax(tiny, mb, 0.7, share_prompt=True)
         for r, s in enumerate(samples):
             alone = seq_log_softmax(tiny, s.prompt_ids, s.completion_ids, 0.7)
-            torch.testing.assert_close(shared[r, : len(s.completion_ids)], alone, rtol=1e-4, atol=1e-4)
+            close32(shared[r, : len(s.completion_ids)], alone)
     cfg = dict(loss="reinforce", token_budget=10_000, share_prefix_min_tokens=min_saved)
     plain, _, n_plain = _grads(tiny, samples, share_prompt_prefix=False, **cfg)
     shared_g, _, n_shared = _grads(tiny, samples, share_prompt_prefix=True, **cfg)
     for name, g in plain.items():
-        torch.testing.assert_close(shared_g[name], g, rtol=1e-4, atol=1e-6, msg=name)
+        close32(shared_g[name], g, msg=name)
     width = mb.input_ids.shape[1] - mb.completion_ids.shape[1]  # the longest prompt: 4 prompts, then the replies
     c = mb.prefix_len
     assert n_shared == c + 4 * (width - c) + len(samples) * mb.completion_ids.shape[1] < n_plain
@@ -159,4 +160,4 @@ def test_one_prompt_for_every_row_runs_once(tiny: Any) -> None:
         shared = completion_log_softmax(tiny, mb, 1.0, share_prompt=True)
     for r, row in enumerate(samples):
         alone = seq_log_softmax(tiny, row.prompt_ids, row.completion_ids, 1.0)
-        torch.testing.assert_close(shared[r, : len(row.completion_ids)], alone, rtol=1e-4, atol=1e-4)
+        close32(shared[r, : len(row.completion_ids)], alone)

@@ -13,6 +13,7 @@ from tiny_model import PAD, flat_grad, seq_log_softmax
 
 from arena.core.types import Sample
 from arena.learners.batch import MicroBatch, collate, completion_log_softmax, right_padded_logits
+from tolerance import close32, close64
 
 
 def masked(model: Any, mb: MicroBatch) -> torch.Tensor:
@@ -54,8 +55,7 @@ def test_each_row_equals_the_row_alone_and_the_head_sees_only_scored_positions(t
     t_len = mb.completion_ids.shape[1]
     assert seen == [(len(samples), t_len, tiny.config.hidden_size)]
     for r, s in enumerate(samples):
-        torch.testing.assert_close(got[r, : len(s.completion_ids)], seq_log_softmax(tiny, s.prompt_ids, s.completion_ids, 0.7),
-                                   rtol=1e-4, atol=1e-4)
+        close32(got[r, : len(s.completion_ids)], seq_log_softmax(tiny, s.prompt_ids, s.completion_ids, 0.7))
 
 
 def test_values_and_gradients_equal_the_masked_forward(tiny: Any) -> None:
@@ -70,8 +70,8 @@ def test_values_and_gradients_equal_the_masked_forward(tiny: Any) -> None:
         (logp * mb.completion_mask * mb.advantages[:, None]).sum().backward()
         grads.append(flat_grad(model))
         values.append(logp[m])
-    torch.testing.assert_close(values[1], values[0], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+    close32(values[1], values[0])
+    close32(grads[1], grads[0])
 
 
 def test_in_float64_the_layouts_agree_to_rounding(tiny: Any) -> None:
@@ -86,8 +86,8 @@ def test_in_float64_the_layouts_agree_to_rounding(tiny: Any) -> None:
         (logp * mb.completion_mask * mb.advantages[:, None].double()).sum().backward()
         grads.append(flat_grad(model))
         values.append(logp[mb.completion_mask.bool()])
-    torch.testing.assert_close(values[1], values[0], rtol=0, atol=1e-10)
-    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=1e-10)
+    close64(values[1], values[0])
+    close64(grads[1], grads[0])
 
 
 def test_a_head_outside_its_module_or_none_falls_back_to_the_same_values(tiny: Any) -> None:
@@ -98,7 +98,7 @@ def test_a_head_outside_its_module_or_none_falls_back_to_the_same_values(tiny: A
         want = torch.log_softmax(masked(tiny, mb), -1)[m]
         for wrapped in (ElsewhereHead(tiny), NoHead(tiny)):
             got = completion_log_softmax(wrapped, mb, 1.0)[m]
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            close32(got, want)
 
 
 def test_rows_of_one_length_and_of_one_completion_token(tiny: Any) -> None:
@@ -108,5 +108,4 @@ def test_rows_of_one_length_and_of_one_completion_token(tiny: Any) -> None:
     with torch.no_grad():
         got = completion_log_softmax(tiny, mb, 1.0)
         for r, s in enumerate(samples):
-            torch.testing.assert_close(got[r, : len(s.completion_ids)], seq_log_softmax(tiny, s.prompt_ids, s.completion_ids),
-                                       rtol=1e-5, atol=1e-5)
+            close32(got[r, : len(s.completion_ids)], seq_log_softmax(tiny, s.prompt_ids, s.completion_ids))

@@ -7,6 +7,7 @@ import torch
 
 from arena.policies.base import Request, SamplingParams
 from arena.policies.hf import HFPolicy, sampling_logprobs
+from tolerance import close32
 
 pytestmark = pytest.mark.slow
 
@@ -120,4 +121,4 @@ def test_top_p_transform_keeps_the_nucleus() -> None:
     logp = sampling_logprobs(logits, SamplingParams(temperature=1.0, top_p=0.8))
     kept = torch.isfinite(logp[0]).tolist()
     assert kept == [True, True, False, False]
-    assert torch.allclose(logp[0, :2].exp(), torch.tensor([0.625, 0.375]))
+    close32(logp[0, :2].exp(), torch.tensor([0.625, 0.375]))
