@@ -21,7 +21,7 @@ from arena.loop.config import load_config
 from arena.loop.trainer import Trainer
 import test_several_policies as several
 from test_several_policies import perturbed
-from tolerance import apart, close32
+from tolerance import LOGITS, apart, close32
 
 CONFIG = "games/openspiel/kuhn.players.yaml"
 LORA = "learner.lora={r: 4, alpha: 8.0}"
@@ -162,14 +162,14 @@ def test_each_generator_runs_its_own_adapter(tiny_model_dir: Path, tmp_path: Pat
     gen = {u.name: u.generator.score(turn.prompt_ids, turn.completion_ids, params) for u in (p1, p0, p1)}
     row = Sample(prompt_ids=turn.prompt_ids, completion_ids=turn.completion_ids, advantage=0.0, phase="move")
     for u in (p0, p1):
-        close32(torch.tensor(gen[u.name]), torch.tensor(u.learner.score([row])[0]), msg=u.name)
+        close32(torch.tensor(gen[u.name]), torch.tensor(u.learner.score([row])[0]), scale=LOGITS, msg=u.name)
     assert apart(gen["p0"], gen["p1"], 1e-4)
     saved = tmp_path / "run" / "checkpoints" / "step_000002"
     for name, folder in (("p0", saved / "model"), ("p1", saved / "policies" / "p1" / "model")):
         model, tokenizer = load_causal_lm(str(folder), dtype="float32", device="cpu")
         alone = HFPolicy(model, tokenizer=tokenizer, dtype="float32")
         got = alone.score(turn.prompt_ids, turn.completion_ids, params)
-        close32(torch.tensor(got), torch.tensor(gen[name]), msg=name)
+        close32(torch.tensor(got), torch.tensor(gen[name]), scale=LOGITS, msg=name)
 
 
 def test_shared_base_config_errors_are_one_line(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def same_turns(a: list, b: list) -> bool:
     float32 sums differently in the last digits (seen with 2 threads), while a request served under another
     adapter differs in its tokens or far above that."""
     return len(a) == len(b) and all(
-        x[:3] == y[:3] and len(x[3]) == len(y[3]) and all(p == approx32(q)
+        x[:3] == y[:3] and len(x[3]) == len(y[3]) and all(p == approx32(q, scale=LOGITS)
                                                           for p, q in zip(x[3], y[3], strict=True))
         for x, y in zip(a, b, strict=True))
 
@@ -291,7 +291,7 @@ import json, sys
 import torch
 from arena.policies.vllm import VLLMEngine
 from arena.rank.tournament import main
-from tolerance import approx32
+from tolerance import LOGITS, approx32
 torch.set_num_threads(1)
 engines, served = [], []
 init, generate = VLLMEngine.__init__, VLLMEngine.generate

@@ -16,7 +16,7 @@ from arena.testing import check_any_text_is_legal, check_game, completions, play
 from arena.games.lsp import LspGame
 from arena.games.lsp.bots import default_bot
 from arena.policies.base import Request, SamplingParams, chat_prompt_ids
-from tolerance import approx32
+from tolerance import LOGITS, approx32
 
 CPU = {"task_reward": "verifier", "query_format": "lenient", "n_solvers": 2,
        "challenger_prefix": "[Start Generation]\nWhat is", "judge_prefix": "<Score>"}
@@ -107,4 +107,4 @@ def test_hf_continues_an_open_assistant_message() -> None:
     cont = policy.generate([Request(messages=[user, prefix], params=SamplingParams(temperature=0.0, max_new_tokens=5))])[0]
     assert cont.prompt_ids == [*whole.prompt_ids, first], "the open prefix ends the prompt, with no new reply header"
     assert cont.completion_ids == rest, "greedy decoding continues the prefix exactly as it would have"
-    assert approx32(cont.logprobs) == whole.logprobs[1:]
+    assert approx32(cont.logprobs, scale=LOGITS) == whole.logprobs[1:]

@@ -28,7 +28,7 @@ from arena.loop.exact import model_action_probs
 from arena.policies.base import Request, SamplingParams
 from arena.policies.choices import action_ids, draw
 from arena.runner import Runner, SeatMap, play_one_at_a_time
-from tolerance import approx32, close32
+from tolerance import LOGITS, approx32, close32
 
 ROOT = Path(__file__).resolve().parents[2]
 T = 2.0
@@ -128,7 +128,7 @@ def test_the_completion_is_the_chosen_action_as_scored(tiny) -> None:
     assert comp.text in query.actions and comp.prompt_ids == prompt and comp.finish_reason == "stop"
     assert comp.completion_ids == action_ids(tiny.tokenizer, comp.text)
     assert comp.alternatives == [action_ids(tiny.tokenizer, a) for a in query.actions if a != comp.text]
-    assert comp.logprobs == approx32(as_scored(tiny, prompt, comp))
+    assert comp.logprobs == approx32(as_scored(tiny, prompt, comp), scale=LOGITS)
     assert sum(comp.logprobs) < 0
     assert parse_action(comp.text, query.actions) == list(query.actions).index(comp.text)
 
@@ -147,7 +147,7 @@ def test_a_prompt_over_the_context_is_fitted_beside_the_longest_choice(tiny) -> 
     (comp,) = HFPolicy(tiny.model, tiny.tokenizer, max_model_len=64, overflow="truncate").generate([request])
     assert comp.prompt_truncated and len(comp.prompt_ids) == 64 - longest
     assert comp.prompt_ids == tiny.encode(request)[-(64 - longest):] and comp.text in query.actions
-    assert comp.logprobs == approx32(as_scored(tiny, comp.prompt_ids, comp))
+    assert comp.logprobs == approx32(as_scored(tiny, comp.prompt_ids, comp), scale=LOGITS)
 
 
 def test_seeded_choices_are_reproducible_and_batch_independent(tiny) -> None:
@@ -198,8 +198,8 @@ def test_score_rows_is_score_row_by_row(tiny, params) -> None:
     assert forwards == 2  # prefill, then every completion on its cache
     for (prompt, comp), scores, unshared in zip(rows, got, plain, strict=True):
         alone = torch.tensor(tiny.score(prompt, comp, params))
-        close32(torch.tensor(scores), alone)
-        close32(torch.tensor(unshared), alone)
+        close32(torch.tensor(scores), alone, scale=LOGITS)
+        close32(torch.tensor(unshared), alone, scale=LOGITS)
     if params.top_p < 1:
         assert any(s == float("-inf") for row in got for s in row)  # the nucleus cut is exercised
 
@@ -220,8 +220,8 @@ def test_choices_of_a_generate_call_are_scored_in_batches(tiny) -> None:
     assert forwards == 8 * 3
     for req, a, b in zip(requests, batched, split, strict=True):
         assert a.text == b.text and a.completion_ids == b.completion_ids and a.alternatives == b.alternatives
-        close32(torch.tensor(a.logprobs), torch.tensor(b.logprobs))
-        close32(torch.tensor(a.logprobs), torch.tensor(as_scored(tiny, tiny.encode(req), a)))
+        close32(torch.tensor(a.logprobs), torch.tensor(b.logprobs), scale=LOGITS)
+        close32(torch.tensor(a.logprobs), torch.tensor(as_scored(tiny, tiny.encode(req), a)), scale=LOGITS)
     assert tiny.tokens_generated >= sum(len(c.completion_ids) for c in batched)
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learners"))
 from test_hf_batch import tiny_tokenizer  # noqa: E402
 from test_league import tiny_model  # noqa: E402, F401  (fixture: 2-layer random model, SmolLM2's tokenizer)
 from tiny_model import tiny_llama  # noqa: E402
-from tolerance import approx32
+from tolerance import LOGITS, approx32
 
 
 @given(st.lists(st.lists(st.integers(0, 3), max_size=3), max_size=8))
@@ -46,7 +46,7 @@ def assert_same(shared, plain) -> None:  # noqa: ANN001
     for k, (a, b) in enumerate(zip(shared, plain, strict=True)):
         assert a.completion_ids == b.completion_ids, k
         # float32 sums of other shapes: 1.3e-5 apart on a -5.75 logprob with one thread on the built-in model
-        assert a.logprobs == approx32(b.logprobs), k
+        assert a.logprobs == approx32(b.logprobs, scale=LOGITS), k
         assert (a.text, a.finish_reason, a.prompt_ids) == (b.text, b.finish_reason, b.prompt_ids), k
 
 
@@ -203,7 +203,7 @@ def test_the_rules_prefix_is_reused_across_calls_until_the_weights_change() -> N
     for _ in range(2):  # the scorer too: its second call takes its prefix from the first
         reused = memo.reused
         a, b = shared.score_rows(prompts, replies, params), plain.score_rows(prompts, replies, params)
-        assert sum(a, []) == approx32(sum(b, []))
+        assert sum(a, []) == approx32(sum(b, []), scale=LOGITS)
     assert memo.reused > reused
 
     learner = Learner(model, LearnerConfig(lr=0.05, beta=0.0), pad_id=0)
