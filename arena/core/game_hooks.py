@@ -53,6 +53,11 @@ class GameRules(Generic[ObsT, CfgT], metaclass=ABCMeta):
     #: Opt-in check of the kit: each episode's rewards are zero-sum by team (:meth:`team`): the seats of one
     #: team end with equal totals and the teams' totals sum to 0 (in ``na`` invalid mode). Two teams: opposite.
     team_zero_sum: ClassVar[bool] = False
+    #: A seat meets the same observation again across episodes (poker's information states: a card and a
+    #: betting history), so an estimate kept per observation (``obs_baseline``, arena/learners/estimators.py)
+    #: gathers samples. False (the default): observations are as good as unique (free text, a drawn passage),
+    #: and a per-observation estimator is refused at start-up (``arena.learners.checks.check_game``).
+    observations_recur: ClassVar[bool] = False
     #: The game's default training section ({"learner": {...}, "train": {...}}), under
     #: whatever the YAML sets. Without estimators there, every declared phase gets GRPO
     #: with one group per (phase, role) over the step, so a new game trains with no

@@ -9,6 +9,8 @@ read nothing else. Everything here serialises to JSON, one episode per line.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -84,6 +86,24 @@ class Turn(BaseModel):
         default_factory=list,
         description="Log-probability of each sampled token under the sampling distribution used.",
     )
+
+
+#: The group key (``LLMGame.group_keys``) a game may set to name the information state a turn was taken at.
+OBSERVATION_KEY = "observation"
+
+
+def observation_key(turn: Turn) -> str:
+    """What names the decision ``turn`` was taken at, for baselines per observation: the game's own name for
+    it, ``turn.group["observation"]``, when its ``group_keys`` gives one; else ``"prompt:"`` and a digest of
+    the prompt the seat saw (``turn.messages``). A language model's policy is a function of its prompt, and a
+    game renders the prompt from the seat's observation alone, so equal prompts are one state to the policy
+    (an OpenSpiel prompt is the rules, the information state and the legal actions). Two turns of one
+    information state whose prompts differ (a shuffled wording) are two keys unless the game names the state."""
+    named = turn.group.get(OBSERVATION_KEY)
+    if named:
+        return named
+    text = json.dumps(turn.messages, sort_keys=True, ensure_ascii=False)
+    return "prompt:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 class SeatOutcome(BaseModel):

@@ -25,6 +25,7 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
     observation_type = OpenSpielObservation
     scripted_bots = "arena.games.openspiel.bots:BOTS"
     phases = (MOVE,)
+    observations_recur = True  # information states (a card, a betting history) recur across deals
     headline_metrics = ("invalid_rate",)
     plot_panels = (("returns", ("reward/player_0", "reward/player_1")),
                    ("exploitability", ("eval/exploitability/exploitability",)))
