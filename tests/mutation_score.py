@@ -89,13 +89,21 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/openspiel/descent.py": ("arena.games.openspiel.descent.*",),
     "arena/learners/progress.py": ("arena.learners.progress.x_scheduled_lr__mutmut_*",),
     "arena/learners/clip.py": ("arena.learners.clip.*",),
-    "arena/loop/warm_start.py": ("arena.loop.warm_start.x_threshold__mutmut_*", "arena.loop.warm_start.x_episode_turns__mutmut_*"),
-    "arena/loop/stop.py": tuple(f"arena.loop.stop.{f}__mutmut_*" for f in (
+    "arena/loop/components/warm_start.py": ("arena.loop.components.warm_start.x_threshold__mutmut_*", "arena.loop.components.warm_start.x_episode_turns__mutmut_*"),
+    "arena/loop/components/stop.py": tuple(f"arena.loop.components.stop.{f}__mutmut_*" for f in (
         "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.
 EQUIVALENT: set[str] = {
+    # heldout.py: np.asarray's dtype float -> None/absent (the values are floats, and int rows average to the same
+    # floats), and rng.integers(0, n, ...) -> rng.integers(n, ...) (low defaults to 0: the same draws).
+    *(f"arena.stats.heldout.x_bootstrap__mutmut_{i}" for i in (5, 7, 15)),
+    *(f"arena.stats.heldout.x_bootstrap_difference__mutmut_{i}" for i in (6, 8, 10, 12, 29, 39)),
+    # choose: finish_reason="stop" dropped: Completion's default is "stop". draw: u < total -> u <= total differs
+    # only when a double in [0, 1) equals a running sum exactly (no seed draws one).
+    "arena.policies.choices.x_choose__mutmut_46",
+    "arena.policies.choices.x_draw__mutmut_9",
     # descent.py: np.asarray's dtype float -> None/absent (the inputs are floats already), zip's strict=True ->
     # None/False/absent (the lengths are equal by construction), and in bounded a > 0 -> a >= 0, a < 0 -> a <= 0
     # (an advantage of 0 maps to 0 either way).
@@ -294,8 +302,8 @@ EQUIVALENT: set[str] = {
     # count_info_states: a chance node's legal_actions() are its chance outcomes' actions.
     "arena.games.openspiel.exact.x_count_info_states__mutmut_25",
     # stop.decide: track_best reads every mode but "min" as max, so "max" -> "XXmaxXX" / "MAX" is the same.
-    "arena.loop.stop.x_decide__mutmut_48",
-    "arena.loop.stop.x_decide__mutmut_49",
+    "arena.loop.components.stop.x_decide__mutmut_48",
+    "arena.loop.components.stop.x_decide__mutmut_49",
 }
 
 #: Mutants that only a test needing the bubblewrap sandbox can reach (it costs seconds per

@@ -18,7 +18,7 @@ import numpy as np
 
 from arena.core.game import LLMGame, Phase
 from arena.core.types import Episode
-from arena.testing.moves import GameRaised, kit_reset, kit_step, kit_view, where
+from arena.testing.moves import GameRaised, KitWarning, kit_reset, kit_step, kit_view, where
 from pettingzoo.test import api_test, seed_test
 
 EnvFn = Callable[[], LLMGame]
@@ -263,6 +263,7 @@ def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
             points += sorted({p for p in (last + 1, len(steps) - 1) if last < p < len(steps)})
             if phase.sealed == "forever":
                 points.append(len(steps))
+        compared = len({steps[i][0] for i in idx}) < 2  # one writer: nothing to swap, nothing to miss
         for point in points:
             texts = [t for _, t, _, _ in steps[:point]]
             played = _replay(env_fn, seed, texts)
@@ -274,6 +275,7 @@ def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
                 other = _replay(env_fn, seed, swapped)
                 if _where(other) != _where(played):
                     continue  # the swap changed the course of the game (a retry); nothing comparable
+                compared = True
                 view = _final_view if played.done else _view
                 if view(played, viewer) == view(other, viewer):
                     continue
@@ -295,6 +297,11 @@ def check_hidden_information(env_fn: EnvFn, seed: int = 0) -> None:
                     f"{', '.join(writers)} wrote in it: an output (or a value parsed from it) leaks into its "
                     f"observation or prompt {when}"
                 )
+        if not compared:
+            warnings.warn(KitWarning(
+                f"seed {seed}: the kit could not check hidden phase {name!r} (occurrence {occurrence}): every other "
+                "reply it tried changed the course of play (a retry, another seat to move), so no view could be "
+                "compared; give action_examples that parse"), stacklevel=2)
     watch.check(f"seed {seed}, the hidden-information check's replays")
 
 

@@ -17,12 +17,12 @@ values or their consequences (an accepted offer announced to all is a leak).
 **The course of play.** Two games are compared only where they run the same course: the
 same phases in the same order, the same seat to move (a reply check) or the same number of
 moves per phase (a secret check, where who moves may be the secret). A varied reply that
-changes the course (a night kill names another victim, so other seats talk next) cannot be
-compared with the game as played; the kit then tries the writer's other example replies, and
-then the same reply reworded (a note added, so the parsed action stays the same): this
-checks the raw text, while the parsed value's consequences are public by the game's own
-rules. When nothing could be compared the kit warns (:class:`~arena.testing.moves.KitWarning`),
-never passes silently.
+changes the course (a night kill names another victim, so other seats talk next) is compared
+with the game as played only while the reply's phase is still open; the kit then tries the
+writer's other example replies, and then the same reply reworded (a note added, so the parsed
+action stays the same): this checks the raw text over the whole game, while the parsed
+value's consequences are public by the game's own rules. When no whole game could be compared
+the kit warns (:class:`~arena.testing.moves.KitWarning`), never passes silently.
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ def check_private_replies(env_fn: EnvFn, seed: int = 0) -> None:
     with the game as played at every move from the reply until the episode ends (and in
     the final views when the phase is ``sealed="forever"``). Raw text and parsed values
     are both caught; a consequence shown to all (an accepted offer announced) counts too.
-    A replacement that changes the course of play is not compared (module docstring).
+    A replacement that changes the course of play is compared only while the reply's phase is open, and the
+    next one is tried (module docstring).
     """
     watch = GlobalRandomWatch()
     env = env_fn()
@@ -162,28 +163,36 @@ def check_private_replies(env_fn: EnvFn, seed: int = 0) -> None:
         compared = _compare_reply(env_fn, seed, texts, idx, played, played_env, writer, phase, what, watch)
         if not compared:
             warnings.warn(KitWarning(
-                f"seed {seed}: the kit could not check {what}'s reply of {writer}: every other reply it tried, "
-                "and the same reply reworded, changed the course of play (or how the reply parsed), so no game "
-                "could be compared with the one played; give action_examples that keep the course"
+                f"seed {seed}: the kit could not fully check {what}'s reply of {writer}: every other reply it "
+                "tried, and the same reply reworded, changed the course of play (or how the reply parsed), so it "
+                "was compared only while its phase was open; give action_examples that keep the course"
             ), stacklevel=2)
     watch.check(f"seed {seed}, the private-reply check's replays")
 
 
+def _open_until(moments: list[_Moment], key: tuple[str, int], after: int) -> int:
+    """The first move after ``after`` at which phase occurrence ``key`` has closed."""
+    return next((k for k in range(after + 1, len(moments)) if moments[k].where[:2] != key), len(moments))
+
+
 def _compare_reply(env_fn: EnvFn, seed: int, texts: list[str], idx: list[int], played: list[_Moment],
                    played_env: LLMGame, writer: str, phase: Phase, what: str, watch: GlobalRandomWatch) -> bool:
-    """Replace ``writer``'s reply (at ``idx``) by the first alternative that keeps the course; raise on a leak.
-    Returns whether any game could be compared."""
+    """Replace ``writer``'s reply (at ``idx``) by each alternative in turn until one keeps the course; raise on a
+    leak. An alternative that changes the course is compared only while the reply's phase is still open (nothing
+    has followed from it yet). Returns whether a whole game could be compared."""
     key = (phase.name, played_env.turns[idx[0]].phase_index)
     for alternative, reworded in _alternatives(played_env, writer, texts[idx[0]]):
         swapped = [alternative if i in idx else t for i, t in enumerate(texts)]
         other, other_env = _trace(env_fn(), seed, swapped, start=idx[0] + 1)
-        if [m.where for m in other] != [m.where for m in played]:
-            continue  # another course: a different game, not comparable
-        if reworded and not _same_action(played_env, other_env, idx):
-            continue
+        apart = next((k for k, (a, b) in enumerate(zip(played, other)) if a.where != b.where), None)
+        if apart is None and len(other) != len(played):
+            apart = min(len(other), len(played))
+        if reworded and apart is None and not _same_action(played_env, other_env, idx):
+            continue  # not the same reply after all
+        upto = None if apart is None else min(apart, _open_until(played, key, idx[0]), _open_until(other, key, idx[0]))
         seen_by = {*(played_env.reply_seen_by(*key, writer) or ()), *(other_env.reply_seen_by(*key, writer) or ())}
         blind = [v for v in played_env.possible_agents if v != writer and v not in seen_by]
-        changed = _changes(played, other, blind, final=phase.kept_until == "forever")
+        changed = _changes(played, other, blind, final=phase.kept_until == "forever", upto=upto)
         if changed:
             viewer, k = min(changed.items(), key=lambda kv: (kv[1], played_env.possible_agents.index(kv[0])))
             _confirm(env_fn, seed, texts, k, viewer, played[k].views[viewer], what, watch)
@@ -195,5 +204,15 @@ def _compare_reply(env_fn: EnvFn, seed: int, texts: list[str], idx: list[int], p
                 + (" (the reply reworded, its parsed action the same: the raw text leaks)" if reworded else "")
                 + ": the reply (or a value parsed from it, or a consequence of it) reaches a seat outside its audience"
             )
-        return True
+        if apart is None:
+            return True
     return False
+
+
+def __getattr__(name: str) -> object:
+    """``check_private_draws`` lived here before #53; it is :func:`arena.testing.draws.check_private_draws`."""
+    if name == "check_private_draws":
+        from arena.testing.draws import check_private_draws
+
+        return check_private_draws
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

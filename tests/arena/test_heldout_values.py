@@ -56,6 +56,28 @@ def test_unpaired_against_a_reference_loop() -> None:
     assert (low, high) == tuple(ref)
 
 
+A = [0.12, 0.57, 0.33, 0.91, 0.05, 0.78, 0.46]  # continuous values: every percentile and resample count shows
+B = [0.40, 0.10, 0.95, 0.22, 0.61, 0.37, 0.83]
+
+
+def reference_interval(values: list[float], resamples: int, seed: int) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    means = np.asarray(values)[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def test_the_defaults_are_2000_and_10000_resamples_from_seed_0() -> None:
+    assert bootstrap(A) == (float(np.mean(A)), *reference_interval(A, 2000, 0))
+    d = list(np.subtract(A, B))
+    assert bootstrap_difference(A, B) == (float(np.mean(d)), *reference_interval(d, 10000, 0))
+    assert bootstrap_difference(A, B, resamples=300, seed=3) == bootstrap(d, resamples=300, seed=3)
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, 7, size=(10000, 7)), rng.integers(0, 7, size=(10000, 7))
+    low, high = np.percentile(np.asarray(A)[i].mean(axis=1) - np.asarray(B)[j].mean(axis=1), [2.5, 97.5])
+    assert bootstrap_difference(A, B, paired=False)[1:] == (float(low), float(high))
+
+
 def test_paired_resamples_the_differences() -> None:
     a, b = [1.0, 4.0, 2.0, 7.0], [0.0, 1.0, 2.0, 3.0]
     assert bootstrap_difference(a, b, resamples=200, seed=2) == bootstrap([1.0, 3.0, 0.0, 4.0], resamples=200, seed=2)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from arena.policies.base import Request, SamplingParams
-from arena.policies.choices import action_ids, choose, draw, normalise
+from arena.policies.choices import choose, draw, normalise
 
 CHOICES = ["Pass", "Bet", "Fold"]
 IDS = [[11, 0], [12, 13, 0], [14, 0]]
@@ -62,24 +62,18 @@ def test_normalise_and_draw_by_hand() -> None:
         u = float(np.random.default_rng(seed).random())
         assert draw([0.5, 0.5], seed) == int(u >= 0.5)
         assert draw([0.0, 1.0], seed) == 1 and draw([1.0, 0.0], seed) == 0
-    assert draw([0.1, 0.1], 0) == 1  # rounding (or a short total) leaves u above it: the last positive index
-
-
-def test_a_choice_is_its_tokens_and_end_of_sequence() -> None:
-    class Tokens:
-        eos_token_id = 0
-
-        def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-            assert not add_special_tokens
-            return [ord(c) for c in text]
-
-    assert action_ids(Tokens(), "Bet") == [66, 101, 116, 0]
+    assert draw([0.1, 0.1, 0.0], 0) == 1  # a short total leaves u above it: the last index of positive probability
 
 
 def test_no_choice_or_no_mass_is_one_line() -> None:
     request = Request(messages=[], choices=[], params=SamplingParams(top_p=0.5))
-    with pytest.raises(ValueError, match=r"a request with choices needs at least one"):
+    with pytest.raises(ValueError, match=r"^a request with choices needs at least one \(got an empty list\)$"):
         choose(request, [], [], [], 0)
     request = Request(messages=[], choices=["a", "b"], params=SamplingParams(top_p=0.5))
-    with pytest.raises(ValueError, match=r"every choice has probability 0 under top_p=0.5 \(choices: a, b\); raise top_p"):
+    with pytest.raises(ValueError, match=r"^every choice has probability 0 under top_p=0.5 \(choices: a, b\); raise "
+                                         r"top_p$"):
         choose(request, [], [[1], [2]], [[-math.inf], [-math.inf]], 0)
+    many = [f"c{k}" for k in range(14)]  # the message names the first 12
+    request = Request(messages=[], choices=many, params=SamplingParams(top_p=0.5))
+    with pytest.raises(ValueError, match=r"\(choices: c0, c1, .*, c11\); raise top_p$"):
+        choose(request, [], [[k] for k in range(14)], [[-math.inf]] * 14, 0)
