@@ -108,3 +108,45 @@ def lsp_challenger(rewards: torch.Tensor) -> torch.Tensor:
     self-reward ``V_Q(q)`` for LSP), so for LSP-Zero this is ``mean_i V(q_i) - V(q)``.
     """
     return rewards - rewards.mean()
+
+
+def observation_advantages(
+    rewards: torch.Tensor,
+    observations: Sequence[str],
+    groups: torch.Tensor,
+    baselines: Mapping[str, float],
+    alpha: float = 0.9,
+    limit: int = 100_000,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """Baselines per observation: ``r - b(o)``, ``b(o)`` a moving average of earlier steps' rewards at ``o``.
+
+    ``(N,) rewards, N observation keys, (N,) groups, baselines -> (N,) advantages, (N,) known, new baselines``.
+
+    A turn at an observation ``o`` that has a baseline gets ``r - b(o)``, with ``b(o)`` as it was BEFORE this
+    step (it holds no reward of this step, so it does not depend on the turn's own action: the estimate
+    stays unbiased). A turn at an observation seen for the first time gets ``r - mean_g r`` over its group
+    ``g`` of this step (``dr_grpo``'s baseline: the fallback), and ``known`` is False for it. Then each
+    observation of the step moves: ``b(o) <- alpha b(o) + (1 - alpha) mean_{i at o} r_i``, or
+    ``b(o) = mean_{i at o} r_i`` at its first sight. Baselines are kept in the order they were last moved;
+    past ``limit`` the least recently moved are forgotten. ``baselines`` is not modified.
+
+    In a game of hidden information the card (the private state) is part of the observation, so each card
+    is measured against its own value, not the value of every card alike (a role's or a group's baseline).
+    """
+    known = torch.tensor([o in baselines for o in observations], dtype=torch.bool)
+    group_mean, _ = group_mean_std(rewards, groups)
+    own = torch.tensor([baselines.get(o, 0.0) for o in observations], dtype=rewards.dtype)
+    adv = rewards - torch.where(known, own, group_mean)
+    sums: dict[str, list[float]] = {}
+    for o, r in zip(observations, rewards.tolist(), strict=True):
+        total = sums.setdefault(o, [0.0, 0.0])
+        total[0] += r
+        total[1] += 1.0
+    out = dict(baselines)
+    for o, (total, count) in sums.items():
+        mean = total / count
+        before = out.pop(o, None)  # re-inserted last: the most recently moved
+        out[o] = mean if before is None else alpha * before + (1 - alpha) * mean
+    for o in list(out)[: max(0, len(out) - limit)]:
+        del out[o]
+    return adv, known, out

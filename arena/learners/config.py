@@ -8,9 +8,10 @@ one line naming the field. The schedule (``train.schedule``) has its own model,
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from arena.learners.estimators import get_estimator
 from arena.learners.lora import LoraConfig
@@ -96,6 +97,14 @@ class EstimatorConfig(Registered):
     def lookup(name: str) -> Any:
         return get_estimator(name)
 
+    @model_validator(mode="after")
+    def _per_turn_observations(self) -> EstimatorConfig:
+        if "observations_recur" in get_estimator(self.name).requires and self.credit == "trajectory" \
+                and self.trajectory_stats == "attempt":
+            raise ValueError(f"{self.name} keeps a baseline per observation, and each turn of an attempt is at its "
+                             "own observation: with credit trajectory set trajectory_stats: turn")
+        return self
+
 
 class ObjectiveConfig(Registered):
     """An extra loss term (e.g. AUSO's jsd_distill)."""
@@ -139,6 +148,58 @@ class ImportanceConfig(BaseModel):
     cap: float = Field(default=2.0, gt=1.0, description="The ratio's cap (truncation point, or mask threshold for mis).")
 
 
+class MagnetConfig(BaseModel):
+    """A reverse-KL pull toward a magnet policy rho: the loss gains ``coef * KL(pi || rho)`` (magnetic mirror
+    descent, Sokota et al., 2022, arXiv 2206.05825; R-NaD's regularisation policy; arena/learners/magnet.py)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    kind: Literal["base", "previous", "ema"] = Field(
+        description="rho: base, the frozen reference (learner.beta > 0) or else the weights at the first step, never "
+        "moved; previous, the weights reset to the current ones every `every` steps (R-NaD; every 1: the step's "
+        "starting policy, PPO's proximal reverse KL); ema, rho <- rho + mix (pi - rho) in the weights every `every` "
+        "steps (MMD's rho <- rho^(1-mix) pi^mix, exactly so for a tabular softmax only).")
+    coef: float = Field(ge=0.0, description="alpha: the weight of KL(pi || rho) in the loss (at the first step when "
+                        "annealed). KL is exact over the legal choices of a chosen reply (action_mode: score) and the "
+                        "per-token `estimator` on a generated one.")
+    anneal: Literal["constant", "linear", "cosine"] = Field(
+        default="constant", description="The coefficient over training (the learning rate's formulas, "
+        "arena/learners/progress.py scheduled_lr): constant coef, or linear/cosine from coef to coef_end.")
+    coef_end: float | None = Field(default=None, ge=0.0, description="The last step's coefficient under a linear or "
+                                   "cosine anneal (the floor); only with one.")
+    every: int = Field(default=1, ge=1, description="Learner steps between moves of rho (previous: reset; ema: mix); "
+                       "unused by base.")
+    mix: float = Field(default=0.05, gt=0.0, le=1.0, description="ema: the share of the current weights in each "
+                       "move (MMD's rho^0.95 pi^0.05 is mix 0.05).")
+    estimator: Literal["k1", "k3"] = Field(default="k3", description="Per-token KL estimator on generated replies "
+                                           "(arena/learners/losses.py kl_penalty); chosen replies use the exact KL.")
+
+    @model_validator(mode="after")
+    def _anneal_has_an_end(self) -> MagnetConfig:
+        if self.anneal != "constant" and self.coef_end is None:
+            raise ValueError(f"anneal: {self.anneal} needs coef_end, the coefficient at the last step (e.g. 0.0)")
+        if self.anneal == "constant" and self.coef_end is not None:
+            raise ValueError("coef_end is read only by a linear or cosine anneal; set anneal or remove coef_end")
+        return self
+
+
+class BoundConfig(BaseModel):
+    """How far one batch's update may push a decision's probability (arena/learners/regularisers.py bound_keep).
+    A decision is a chosen reply's choice (action_mode: score) or a generated reply's token."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    move: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="A sample stops pushing (its policy-gradient term is dropped) once "
+        "its decision's probability has moved more than this from its value before the step's first epoch, in "
+        "the advantage's direction: it acts from the second of updates_per_batch epochs on; one epoch's own move "
+        "is bounded by the learning rate alone. 0: off.")
+    saturation: float = Field(
+        default=0.0, ge=0.0, lt=0.5, description="A positive advantage stops pushing at p >= 1 - saturation, a "
+        "negative one at p <= saturation (train.descent.bound's rule, NeuRD's threshold on probabilities, on sampled "
+        "rows). 0: off.")
+
+
 class LearnerConfig(BaseModel):
     """The policy update."""
 
@@ -156,8 +217,10 @@ class LearnerConfig(BaseModel):
     loss: Literal["clipped", "reinforce"] = Field(
         default="clipped", description="clipped: GRPO/PPO surrogate; reinforce: LSP's detached-ratio REINFORCE."
     )
-    clip_low: float = Field(default=0.2, ge=0.0, lt=1.0, description="Lower ratio clip (1 - clip_low).")
-    clip_high: float = Field(default=0.2, ge=0.0, description="Upper ratio clip (1 + clip_high).")
+    clip_low: float = Field(default=0.2, lt=1.0, description="Lower ratio clip (1 - clip_low); > 0. Small clips "
+                            "(0.025, Rudolph et al., 2025) with several updates_per_batch: the ratio is to the "
+                            "logprobs before the step's first epoch.")
+    clip_high: float = Field(default=0.2, description="Upper ratio clip (1 + clip_high); > 0.")
     beta: float = Field(default=0.001, ge=0.0, description="KL weight to the frozen reference; 0 skips it.")
     kl_estimator: Literal["k1", "k3"] = Field(default="k3", description="Per-token KL estimator.")
     aggregation: Literal["token", "sequence", "constant"] = Field(
@@ -179,6 +242,19 @@ class LearnerConfig(BaseModel):
         "action_mode: score): the loss gains -coef x the mean, over the batch's chosen replies, of the entropy "
         "of softmax(l) over the reply and its alternatives (arena/learners/losses.py choice_entropy). It keeps a "
         "two-way choice from saturating; 0: off (the papers' objectives have none).",
+    )
+    token_entropy: float = Field(
+        default=0.0, ge=0.0, description="Entropy bonus on generated replies (rows without choices): the loss gains "
+        "-coef x H_t, the entropy of the policy over the whole vocabulary at each completion position, aggregated as "
+        "the policy-gradient loss is (aggregation, Sample.weight; arena/learners/regularisers.py token_entropy). 0: off.",
+    )
+    magnet: MagnetConfig | None = Field(
+        default=None, description="A reverse-KL pull toward a magnet policy (kind: base | previous | ema, coef, anneal, "
+        "coef_end, every, mix, estimator; arena/learners/magnet.py); null: none.",
+    )
+    bound: BoundConfig = Field(
+        default_factory=BoundConfig, description="Per-decision bounds on how far an update pushes a probability "
+        "(move, saturation); both 0: off.",
     )
     share_prompt_prefix: bool = Field(
         default=True, description="Run the prompt prefix several samples share (the whole prompt, or its common "
@@ -224,6 +300,23 @@ class LearnerConfig(BaseModel):
         default=None, description="Train LoRA adapters only (arena/learners/lora.py), with either backend; null: every "
         "weight. Checkpoints then hold the adapter, which loads over its base model wherever a model path goes.",
     )
+
+    @field_validator("clip_low", "clip_high")
+    @classmethod
+    def _positive_clip(cls, v: float) -> float:
+        if not v > 0 or not math.isfinite(v):
+            raise ValueError("must be > 0: a clip of 0 stops every push once the ratio leaves 1 (a small trust "
+                             "region is e.g. 0.025)")
+        return v
+
+    @model_validator(mode="after")
+    def _magnet_weights_are_saved(self) -> LearnerConfig:
+        own = self.magnet is not None and (self.magnet.kind != "base" or self.beta == 0)
+        if own and self.backend == "deepspeed":
+            raise ValueError(f"magnet.kind {self.magnet.kind} keeps its own copy of the trained weights "  # type: ignore[union-attr]
+                             "(base does too without a reference, beta 0), which backend deepspeed does "
+                             "not checkpoint; use backend torch, or kind base with beta > 0")
+        return self
 
     @field_validator("param_dtype")
     @classmethod

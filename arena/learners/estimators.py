@@ -10,7 +10,8 @@ the run) that stateful estimators mutate in place: RAE keeps
 ``state["values"] = {role: baseline}``; stateless ones ignore it.
 
 Built in: ``grpo`` (group z-score), ``dr_grpo`` (no std), ``rae`` (SpyRL's role
-baselines), ``lsp_solver`` (``R - V(q)``), ``lsp_challenger`` (reward minus the
+baselines), ``obs_baseline`` (an EMA baseline per observation, for games whose information
+states recur), ``lsp_solver`` (``R - V(q)``), ``lsp_challenger`` (reward minus the
 mean over all the given turns), ``skill_sp_curriculum`` (GRPO on the top tasks
 of each stream, :func:`top_per_stream`). Groups without reward variance carry no
 signal; the group estimators drop them when ``inp.drop_zero_variance``.
@@ -25,8 +26,10 @@ from typing import Any, Literal, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.core.types import Episode, Turn
-from arena.learners.advantages import grpo, group_index, lsp_challenger, role_advantages, zero_variance
+from arena.core.types import Episode, Turn, observation_key
+from arena.learners.advantages import (
+    grpo, group_index, lsp_challenger, observation_advantages, role_advantages, zero_variance,
+)
 
 
 @dataclass(frozen=True)
@@ -70,21 +73,29 @@ EstimatorFn = Callable[[EstimatorInput, Any, dict[str, Any]], EstimatorOutput]
 
 @dataclass(frozen=True)
 class EstimatorSpec:
+    """A registered estimator. ``requires``: capability flags the game must declare true (class attributes of
+    ``arena.core.game_hooks.GameRules``, e.g. ``observations_recur``), checked at start-up by
+    :func:`arena.learners.checks.check_game`."""
+
     name: str
     fn: EstimatorFn
     options: type[BaseModel]
+    requires: tuple[str, ...] = ()
 
 
 ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 
-def register_estimator(name: str, options: type[BaseModel] = NoOptions) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Register ``fn`` under ``name`` with its options model (``extra="forbid"``)."""
+def register_estimator(
+    name: str, options: type[BaseModel] = NoOptions, requires: tuple[str, ...] = ()
+) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Register ``fn`` under ``name`` with its options model (``extra="forbid"``) and the game capabilities it
+    ``requires``."""
 
     def decorate(fn: EstimatorFn) -> EstimatorFn:
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
-        ESTIMATORS[name] = EstimatorSpec(name, fn, options)
+        ESTIMATORS[name] = EstimatorSpec(name, fn, options, tuple(requires))
         return fn
 
     return decorate
@@ -157,6 +168,38 @@ def rae_estimator(inp: EstimatorInput, options: RaeOptions, state: dict[str, Any
     )
     state["values"] = values
     return EstimatorOutput(adv, keep)
+
+
+class ObsBaselineOptions(BaseModel):
+    """Baselines per observation (information state)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alpha: float = Field(default=0.9, gt=0.0, lt=1.0, description="EMA decay of each observation's baseline.")
+    max_observations: int = Field(
+        default=100_000, ge=1, description="Most observations kept (the checkpoint's size); past it the least "
+        "recently seen are forgotten.")
+
+
+@register_estimator("obs_baseline", options=ObsBaselineOptions, requires=("observations_recur",))
+def obs_baseline_estimator(inp: EstimatorInput, options: ObsBaselineOptions, state: dict[str, Any]) -> EstimatorOutput:
+    """``r - b(o)`` with one EMA baseline per observation ``o`` (:func:`arena.core.types.observation_key`: the
+    game's name for the information state, else the prompt), read before this step moves it; a turn at an
+    observation not seen before gets ``r`` minus its ``group_by`` group's mean (the fallback). See
+    :func:`arena.learners.advantages.observation_advantages`. ``state["baselines"]`` holds the baselines,
+    ``state["values"]["observations"]`` how many (logged). With ``drop_zero_variance``, a fallback turn of a
+    group without reward variance is dropped (its advantage is 0). Each sample's ``extras`` say which
+    baseline it got (``observation_baseline``). Only for games that declare ``observations_recur``; with
+    trajectory credit, ``trajectory_stats: turn`` (each turn at its own observation)."""
+    groups = group_index(inp.keys, inp.group_by)
+    adv, known, baselines = observation_advantages(
+        inp.rewards, [observation_key(t) for t in inp.turns], groups, state.get("baselines", {}),
+        alpha=options.alpha, limit=options.max_observations,
+    )
+    state["baselines"] = baselines
+    state["values"] = {"observations": float(len(baselines))}
+    keep = known | ~zero_variance(inp.rewards, groups) if inp.drop_zero_variance else _keep_all(adv)
+    return EstimatorOutput(adv, keep, [{"observation_baseline": bool(k)} for k in known.tolist()])
 
 
 def top_per_stream(
