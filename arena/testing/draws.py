@@ -28,7 +28,7 @@ import numpy as np
 
 from arena.core.game import LLMGame
 from arena.testing.invariants import EnvFn, GlobalRandomWatch, _example_texts
-from arena.testing.privacy import _changes, _confirm, _Moment, _trace
+from arena.testing.replay import _changes, _confirm, _Moment, _trace
 
 #: Redraws that keep the course and change what the secret's seats see: enough to stop trying.
 ENOUGH = {"draw": 1, "deal": 3}
