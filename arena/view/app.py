@@ -23,7 +23,6 @@ A web page the person visits must not drive the viewer, so:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers

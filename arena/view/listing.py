@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from arena.view.files import Refused, list_folder, open_folder, refusal, relative_parts, signature
+from arena.view.files import MAX_FILE_BYTES, Refused, list_folder, open_folder, refusal, relative_parts, signature
 from arena.view.record import EPISODES_DIR
 
 PLAY_FILE = ("play", "episodes.jsonl")
@@ -47,9 +47,9 @@ class Listed(NamedTuple):
     # (a NamedTuple, not a frozen dataclass, for the same reason: made 20,000 times a listing)
 
 
-def _step(name: str, m: re.Match[str] | None = None) -> int | None:
-    """The step a file's name gives: the first ``step_<digits>`` in it (``m``: a match of its start)."""
-    m = m if m is not None and m.group(1) else _STEP.search(name)
+def _step(name: str) -> int | None:
+    """The step a file's name gives: the first ``step_<digits>`` in it (its first 18 digits)."""
+    m = _STEP.search(name)
     return int(m.group(1)) if m else None
 
 
@@ -91,9 +91,7 @@ def episode_files(run_dir: Path, config: dict[str, Any]) -> list[Listed]:
     log named by ``config``), the held-out evaluations' steps, the games played in the viewer."""
     fd = open_folder(run_dir)
     try:
-        steps = run_dir / EPISODES_DIR
-        files = [_file(steps, (EPISODES_DIR, name), st, _step(name, m), "train")
-                 for name, st in list_folder(fd, [EPISODES_DIR]) if (m := _STEP_FILE.match(name))]
+        files = _steps(run_dir, list_folder(fd, [EPISODES_DIR]))
         if not files:
             files += _runner_log(run_dir, config)
         for parts, st in _in_folders(run_dir, fd, [EVALS_DIR], "*", "step_*.jsonl*"):
@@ -104,6 +102,23 @@ def episode_files(run_dir: Path, config: dict[str, Any]) -> list[Listed]:
         return files
     finally:
         os.close(fd)
+
+
+def _steps(run_dir: Path, entries: list[tuple[str, os.stat_result]]) -> list[Listed]:
+    """Training's step files among ``entries`` of the episodes folder: :func:`_file` written out,
+    for this is the loop a listing of 20,000 files spends its time in."""
+    folder, out = run_dir / EPISODES_DIR, []
+    for name, st in entries:
+        m = _STEP_FILE.match(name)
+        if m is None:
+            continue
+        key = EPISODES_DIR + "/" + name
+        step = int(m.group(1)) if m.group(1) else _step(name)
+        if st.st_nlink == 1 and stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES:
+            out.append(Listed(folder, name, key, step, "train", (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)))
+        else:
+            out.append(Listed(folder, name, key, step, "train", None, refusal(st, key)))
+    return out
 
 
 def _runner_log(run_dir: Path, config: dict[str, Any]) -> list[Listed]:

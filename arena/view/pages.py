@@ -37,6 +37,7 @@ MAX_PER_PAGE = 1000
 MAX_PAGE_BYTES = 8 * 2**20  # of HTML one page may add up to; past it the page stops, saying so
 MAX_TOURNAMENT_BYTES = 32 * 2**20  # of tournament JSON one page reads; the files past it are links
 MAX_LINKS = 200  # links to the files a page left out (the rest are counted)
+MAX_OPTIONS = 500  # values of a filter offered as a menu; past it, a text box (20,000 steps: 0.7 MiB of options)
 # what may be open where a page is cut: closed (an end tag with nothing to close is ignored)
 _CLOSE = "</option></select></textarea></pre></span></div></td></tr></tbody></table></details></section>"
 
@@ -139,7 +140,7 @@ class TournamentSections:
                 self.rest = [(j, str(g.path)) for j, g in self.files[self.at :]]
                 return
             data = self.store.tournament(f)
-            read += f.sig[2] if f.sig else 0  # its size on disk, when listed from the run folder
+            read += f.sig[2] if f.sig else _size(f.path)  # its size on disk
             try:
                 view = render.tournament_view(data)
             except Exception as e:  # noqa: BLE001 - one odd file is shown as an error, the page stays
@@ -150,6 +151,13 @@ class TournamentSections:
     def left_out(self) -> str:
         """HTML: links to the files from the one being written on."""
         return links([(i, str(f.path)) for i, f in self.files[self.at :]])
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size  # a file named on the command line (read wherever it lies)
+    except OSError:
+        return 0
 
 
 def links(files: list[tuple[int, str]]) -> str:
@@ -174,7 +182,8 @@ def add_list_routes(app: FastAPI, store: RunStore, pages: Pages) -> None:
         link = {k: v for k, v in q.items() if k != "page"}
         return pages.render("episodes.html", rows=shown[(page_no - 1) * per_page : page_no * per_page],
                             total=len(rows), matched=len(shown), q=q, facets=facets(rows), page=page_no,
-                            pages=pages_n, link=link, skips=skips, elapsed=time.perf_counter() - t0)
+                            pages=pages_n, link=link, skips=skips, max_options=MAX_OPTIONS,
+                            elapsed=time.perf_counter() - t0)
 
 
 def add_episode_routes(app: FastAPI, store: RunStore, pages: Pages) -> None:

@@ -288,11 +288,18 @@ def _dumps(v: Any, limit: int, indent: int | None = None) -> str:
     """The start of ``json.dumps(v)``, about ``limit`` characters of it: written piece by piece and
     stopped there, so a cell holding a list of a million numbers costs what it shows."""
     out, n = [], 0
-    for piece in json.JSONEncoder(indent=indent).iterencode(v):
-        out.append(piece)
-        n += len(piece)
-        if n > limit:
-            break
+    # check_circular=False: parsed JSON has no cycles, and the encoder's markers (a dict of every
+    # list and dict being written, held by a cycle of closures) would keep ``v`` alive until a gc
+    # when the writing stops early: six 16 MiB tournament files stayed in memory that way
+    pieces = json.JSONEncoder(indent=indent, check_circular=False).iterencode(v)
+    try:
+        for piece in pieces:
+            out.append(piece)
+            n += len(piece)
+            if n > limit:
+                break
+    finally:
+        pieces.close()
     return "".join(out)
 
 
@@ -302,7 +309,8 @@ def _heatmap(matrix: Any, players: list[str]) -> dict[str, Any] | None:
     if isinstance(matrix, dict):
         keys = list(islice(matrix, MAX_HEATMAP))
         rows = [matrix[k] if isinstance(matrix[k], dict) else {} for k in keys]
-        cols_names = list(dict.fromkeys(str(c) for r in matrix.values() if isinstance(r, dict) for c in r))[:MAX_HEATMAP]
+        cols_names = list(dict.fromkeys(str(c) for r in matrix.values() if isinstance(r, dict) for c in r))
+        cols_names = cols_names[:MAX_HEATMAP]
         if _sparse(len(rows), len(cols_names), sum(len(r) for r in rows)):
             return None
         rows_names = [str(k) for k in keys]
