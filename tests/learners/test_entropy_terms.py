@@ -44,6 +44,7 @@ def test_a_token_of_probability_zero_adds_nothing_and_no_nan() -> None:
     assert torch.isfinite(theta.grad).all()  # type: ignore[arg-type]
 
 
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
 def test_the_choice_table_matches_choice_entropy() -> None:
     """The table the magnet reads (chosen reply first, then its alternatives) gives ``choice_entropy``'s values;
     a row without alternatives has no valid cell."""
@@ -53,6 +54,12 @@ def test_the_choice_table_matches_choice_entropy() -> None:
     assert logq[0].tolist() == approx32(torch.log_softmax(torch.tensor([-3.0, -1.0, -4.0]), 0).tolist())
     h = -(logq.exp() * logq * valid).sum(-1)
     close32(h, choice_entropy(own, alt, owner))
+    # no NaN anywhere in the backward, the row without choices included (anomaly mode checks every function)
+    own, alt = own.clone().requires_grad_(), alt.clone().requires_grad_()
+    with torch.autograd.detect_anomaly():
+        logq, valid = choice_log_softmax(own, alt, owner)
+        (-(logq.exp() * logq * valid).sum()).backward()
+    assert torch.isfinite(own.grad).all() and own.grad[1] == 0.0  # type: ignore[index, union-attr]
 
 
 def samples() -> list[Sample]:
@@ -90,7 +97,7 @@ def reference_gradient(tiny: Any, batch: list[Sample], choice: float, token: flo
             token_term = token_term + s.weight * h.sum() / n_tokens
         loss = loss - s.advantage * s.weight * log_p / n_tokens
     (loss - token * token_term).backward()
-    return flat_grad(model), float(token_term)
+    return flat_grad(model), float(token_term.detach())
 
 
 @pytest.mark.parametrize("budget", [10_000, 6])

@@ -142,8 +142,13 @@ def test_a_game_whose_observations_do_not_recur_is_refused() -> None:
         metadata = {"name": "essay_v0"}
         observations_recur = False
 
+    class Undeclared:  # not an arena game at all: nothing declared is nothing granted
+        pass
+
     per_obs = LearnerConfig(estimators={"move": {"name": "obs_baseline"}})
     check_game(Recurring, per_obs)
+    with pytest.raises(ConfigError, match="Undeclared does not declare observations_recur"):
+        check_game(Undeclared, per_obs)
     check_game(Unique, LearnerConfig(estimators={"move": {"name": "grpo"}}))
     with pytest.raises(ConfigError) as err:
         check_game(Unique(), per_obs)
