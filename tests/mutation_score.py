@@ -190,9 +190,9 @@ EQUIVALENT: set[str] = {
     "arena.core.game.xǁLLMGameǁ_advance_phase__mutmut_14",
     # getattr(config, "max_turns", None) -> no default: every game config is a GameConfig,
     # which has max_turns.
-    "arena.core.game.xǁLLMGameǁstep__mutmut_44",
+    "arena.core.game.xǁLLMGameǁstep__mutmut_62",
     # A str action goes through str(action) instead of being used as is: the same string.
-    "arena.core.game.xǁLLMGameǁstep__mutmut_7",
+    "arena.core.game.xǁLLMGameǁstep__mutmut_8",
     # role_advantages' order default "paper" -> "XXpaperXX" / "PAPER": every order but
     # "code" and "spiral" reads the baseline before the update, as "paper" does.
     "arena.learners.advantages.x_role_advantages__mutmut_2",

@@ -352,7 +352,7 @@ class LLMGame(GameRules[ObsT, CfgT], AECEnv):
         index = self._occurrences.get(phase, 0) - 1 if occurrence is None else occurrence
         key = (seat, phase, index)
         if key not in self._final_turn:
-            at = f"occurrence {index}" if index >= 0 else "it has not opened yet"
+            at = f"occurrence {index}" + (": it has not opened yet" if index < 0 else "")
             raise KeyError(f"credit: {seat} has no turn in phase {phase!r} ({at}); a reward is booked "
                            "on a turn the seat took in that phase occurrence: credit a phase it acted in (its last "
                            "turn is the last of self.turns with that seat) or pass occurrence=")

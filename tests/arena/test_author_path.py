@@ -164,7 +164,7 @@ def test_credit_says_what_it_needs() -> None:
     with pytest.raises(KeyError, match=r"credit: player_0 has no turn in phase 'vote' \(occurrence 0\); a reward is "
                                        r"booked on a turn the seat took in that phase occurrence"):
         env.credit("player_0", "vote", 1.0, occurrence=0)
-    with pytest.raises(KeyError, match=r"credit: player_0 has no turn in phase 'vote' \(it has not opened yet\)"):
+    with pytest.raises(KeyError, match=r"credit: player_0 has no turn in phase 'vote' \(occurrence -1: it has not opened yet\)"):
         env.credit("player_0", "vote", 1.0)
     guide = (ROOT / "docs" / "guides" / "write-a-game.md").read_text()
     assert "final turn in that phase occurrence" in guide and "## Rewards" in guide

@@ -265,8 +265,13 @@ def test_credit_errors_and_occurrences() -> None:
     env.reset(seed=0)
     with pytest.raises(KeyError, match=r"credit: r_1 has no turn in phase 'call' \(occurrence 0\)"):
         env.credit("r_1", "call", 1.0)
-    with pytest.raises(KeyError, match=r"occurrence -1"):
+    with pytest.raises(KeyError) as raised:
         env.credit("r_0", "bet", 1.0)
+    assert raised.value.args[0] == (
+        "credit: r_0 has no turn in phase 'bet' (occurrence -1: it has not opened yet); a reward is booked on a turn "
+        "the seat took in that phase occurrence: credit a phase it acted in (its last turn is the last of self.turns "
+        "with that seat) or pass occurrence="
+    )
     env.step("4")
     env.credit("r_0", "call", 0.25, occurrence=0)
     env.credit("r_0", "call", 0.5)

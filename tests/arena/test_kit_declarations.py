@@ -5,7 +5,6 @@ that changes the course of play (checked before it does, and a warning, never si
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -17,57 +16,8 @@ from arena.core.game import GameConfig, Invalid, LLMGame, Phase
 from arena.core.messages import Message
 from arena.core.types import ChatMessage
 from arena.testing import KitWarning, check_declared_invariants, check_game, check_hidden_outputs, check_private_draws
+from tests.fixtures.direct_messages import FOUR, DirectMessages, InboxObservation
 from tests.fixtures.werewolf import WerewolfGame
-
-FOUR = ("ann", "bob", "cat", "dan")
-
-
-class InboxObservation(Message):
-    phase: str
-    inbox: tuple[str, ...] = ()
-    gossip: tuple[str, ...] = ()
-
-
-class DirectMessages(LLMGame[InboxObservation, GameConfig]):
-    """``dm`` (hidden, addressed): each seat writes ``to <seat>: <text>``, read by that seat alone; then ``read``."""
-
-    metadata = {"name": "direct_messages_v0", "render_modes": ["ansi"]}
-    config_type = GameConfig
-    observation_type = InboxObservation
-    phases = ("dm", "read")
-
-    def seat_names(self) -> Sequence[str]:
-        return list(FOUR)
-
-    def setup(self, rng: np.random.Generator, options: Any) -> Phase:
-        return Phase("dm", FOUR, addressed=True)
-
-    def parse(self, seat: str, text: str) -> Any:
-        found = re.findall(r"\bto (ann|bob|cat|dan):\s*(\S.*)", text)
-        ok = [(to, said.strip()[:100]) for to, said in found if to != seat]
-        return ok[-1] if ok else Invalid(reason="write 'to <seat>: <message>'")
-
-    def reply_audience(self, seat: str, action: Any) -> Sequence[str]:
-        return [action[0]] if isinstance(action, tuple) else []
-
-    def close_phase(self, phase: Phase, actions: dict[str, Any]) -> Phase | None:
-        return Phase("read", FOUR) if phase.name == "dm" else None
-
-    def inbox(self, seat: str) -> tuple[str, ...]:
-        if self.phase.name == "dm" and not self.done:
-            return ()
-        sent = self.actions("dm", 0)
-        return tuple(f"{s}: {a[1]}" for s, a in sent.items() if isinstance(a, tuple) and a[0] == seat)
-
-    def observe_seat(self, seat: str) -> InboxObservation:
-        return InboxObservation(phase=self.phase.name, inbox=self.inbox(seat))
-
-    def render_messages(self, obs: InboxObservation) -> list[ChatMessage]:
-        return [{"role": "user", "content": f"{obs.phase}: {obs.inbox} {obs.gossip}"}]
-
-    def action_examples(self, seat: str) -> Sequence[str]:
-        return [f"to {s}: meet me at {n}" for n, s in enumerate(FOUR, 10) if s != seat]
-
 
 class GossipsWhoWroteToWhom(DirectMessages):
     """Every seat is told who wrote to whom: not the text, but what the reply named."""
