@@ -37,7 +37,14 @@ def check_pettingzoo_api(env_fn: EnvFn, num_cycles: int = 50) -> None:
         # api_test resets with options={"options": 1}; the game ignores that key with a warning.
         for pattern in (*_PETTINGZOO_NUDGES, ".*reset ignores unknown option"):
             warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
-        api_test(env_fn(), num_cycles=num_cycles)
+        env = env_fn()
+        try:
+            api_test(env, num_cycles=num_cycles)
+        except AssertionError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the game's bug, reported with where it happened
+            raise GameRaised(f"{where(env)}: in PettingZoo's api_test (random text as every action), the game raised "
+                             f"{type(e).__name__}: {e}") from e
         seed_test(env_fn, num_cycles=num_cycles)
 
 
