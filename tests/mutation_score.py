@@ -89,6 +89,13 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/games/openspiel/descent.py": ("arena.games.openspiel.descent.*",),
     "arena/learners/progress.py": ("arena.learners.progress.x_scheduled_lr__mutmut_*",),
     "arena/learners/clip.py": ("arena.learners.clip.*",),
+    # Issue #51's switches: the regularisers' formulas, the magnet (its weights, moves, anneal and state, through a
+    # tiny model), the start-up check, and the tabular MMD reference (tests/learners/test_magnet*.py,
+    # test_entropy_terms.py, test_trust_region.py, test_obs_baseline.py).
+    "arena/learners/regularisers.py": ("arena.learners.regularisers.*",),
+    "arena/learners/magnet.py": ("arena.learners.magnet.*",),
+    "arena/learners/checks.py": ("arena.learners.checks.*",),
+    "arena/algorithms/mmd.py": ("arena.algorithms.mmd.*",),
     "arena/loop/components/warm_start.py": ("arena.loop.components.warm_start.x_threshold__mutmut_*", "arena.loop.components.warm_start.x_episode_turns__mutmut_*"),
     "arena/loop/components/stop.py": tuple(f"arena.loop.components.stop.{f}__mutmut_*" for f in (
         "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),
