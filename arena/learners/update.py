@@ -5,10 +5,10 @@
 1. pack samples into micro-batches whose padded size fits ``token_budget`` (with
    ``share_prompt_prefix``, samples whose prompts open alike together, their common prefix run
    once in every pass below: arena/learners/prefix.py) (:func:`~arena.learners.plan.plan_step`);
-2. before the update (:meth:`Learner._before_update`), take the "old" log-probabilities from the
-   current weights (a separate no-grad pass only when ``updates_per_batch > 1``; otherwise the
-   training forward's own, detached: either way those before the first epoch, which every epoch's
-   ratio and bound read), the reference log-probabilities when ``beta > 0``, the magnet's when
+2. the "old" log-probabilities are the first epoch's own forward, detached: every micro-batch of
+   that epoch runs before its optimizer step, so they are those before the update, which every
+   epoch's ratio and bound read (no pass of their own); before the update
+   (:meth:`Learner._before_update`), take the reference log-probabilities when ``beta > 0``, the magnet's when
    ``learner.magnet`` is set (arena/learners/magnet.py), and the probe distributions the objective
    terms ask for; the mean absolute gap between the generator's sampling logprobs and the learner's
    is reported (stale weights or a broken sync show up there first);
@@ -167,16 +167,14 @@ class Learner(ObjectiveTerms):
         return stats
 
     def _before_update(self, plan: StepPlan, active: Sequence[Objective], progress: Progress | None) -> Before:
-        """The no-grad passes before the update: the old policy (one pass only with several epochs), the
-        reference, the magnet (when its coefficient is not 0 at this step), the probes and the reweighting."""
+        """The no-grad passes before the update: the reference, the magnet (when its coefficient is not 0 at this
+        step), the probes and the reweighting."""
         cfg, samples, micro = self.cfg, plan.samples, plan.micro
         need = probe_topk([term for term in active if term.loss_probes])
         with torch.no_grad():
-            # One update per batch is on-policy: the "old" logprobs are the current ones,
-            # taken (detached) from the training forward itself; no extra pass needed.
+            # The "old" logprobs are those before the first optimizer step: the first epoch's own forward,
+            # detached (every micro-batch of it runs before that step), kept for every later epoch.
             old: list[torch.Tensor | None] = [None] * len(micro)
-            if cfg.updates_per_batch > 1:
-                old = [s.logp for s in self._scored(self._forward_model(), samples, micro)]
             ref = [s.logp for s in self._scored(self.ref_model, samples, micro)] if cfg.beta > 0 else None
             magnet, coef = None, 0.0
             if self.magnet is not None:

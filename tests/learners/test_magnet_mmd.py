@@ -87,7 +87,8 @@ def test_a_moving_magnet_closes_the_gap_to_nash() -> None:
     exploitability."""
     step = lambda s, q, r: mmd.mmd_step(s, q, r, 0.5, 0.05)  # noqa: E731
     fixed = mmd.play(A, X0, Y0, step, 4000)
-    assert mmd.exploitability(A, fixed.x[-1], fixed.y[-1]) > 0.05
+    # the figure docs/guides/training.md quotes
+    assert mmd.exploitability(A, fixed.x[-1], fixed.y[-1]) == within(0.068, 5e-4, "quoted to 3 decimals")
     for mix, every in ((0.05, 1), (1.0, 100)):
         moving = mmd.play(A, X0, Y0, step, 4000, mix=mix, every=every)
         assert mmd.exploitability(A, moving.x[-1], moving.y[-1]) == within(0.0, 1e-8, CONVERGED)
@@ -126,19 +127,17 @@ def test_the_learners_kl_term_has_the_magnet_gradient() -> None:
 def test_the_learners_kl_term_drives_the_game_to_the_regularised_equilibrium() -> None:
     """Simultaneous ascent on ``<pi, q> - alpha KL(pi || rho)`` with the KL's gradient taken from the learner's
     own function (autograd through ``choice_kl``), the policy-gradient part exact: the last iterate converges to
-    the regularised equilibrium; without the term it does not."""
-    def step(alpha: float):
-        def update(theta: np.ndarray, q: np.ndarray, rho: np.ndarray) -> np.ndarray:
-            pi = mmd.normalise(theta)
-            return theta + 0.1 * (mmd.pg_logit_gradient(pi, q) - alpha * kl_gradient_torch(pi, rho))
-        return update
+    the regularised equilibrium; without the term (the same steps, numpy) it circles."""
+    def update(theta: np.ndarray, q: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        pi = mmd.normalise(theta)
+        return theta + 0.2 * (mmd.pg_logit_gradient(pi, q) - 0.5 * kl_gradient_torch(pi, rho))
 
     xq, yq = mmd.qre_2x2(A, 0.5)
-    trace = mmd.play(A, X0, Y0, step(0.5), 3000, logits=True)
+    trace = mmd.play(A, X0, Y0, update, 800, logits=True)
     assert trace.x[-1].tolist() == within(xq.tolist(), 1e-9, CONVERGED)
     assert trace.y[-1].tolist() == within(yq.tolist(), 1e-9, CONVERGED)
-    plain = mmd.play(A, X0, Y0, step(0.0), 3000, logits=True)
-    assert np.abs(plain.x[-500:, 0] - xq[0]).max() > 0.3
+    plain = mmd.play(A, X0, Y0, lambda s, q, r: mmd.softmax_pg_step(s, q, r, 0.0, 0.2), 800, logits=True)
+    assert np.abs(plain.x[-400:, 0] - xq[0]).max() > 0.3
 
 
 def test_an_ema_of_logits_is_geometric_mixing() -> None:
