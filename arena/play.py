@@ -13,9 +13,13 @@ import argparse
 import sys
 
 from arena.cli import load_cli_config, run_cli
-from arena.core.errors import OneLineParser, check_output_file
+from arena.core.errors import ConfigError, OneLineParser, RunStopped, check_output_file, check_range
 from arena.core.transcript import format_episode
 from arena.core.types import write_jsonl
+
+
+#: The most games one command plays: every episode is held in memory and printed.
+MAX_EPISODES = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bot", default=None, help="scripted bot name (default: the config's play.bot)")
     p.add_argument("--human", action="append", default=[], metavar="SEAT", help="seat a person (repeatable)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the first game")
-    p.add_argument("--episodes", type=int, default=None, help="number of games")
+    p.add_argument("--seed", type=int, default=None, help="seed of the first game (>= 0)")
+    p.add_argument("--episodes", type=int, default=None, help=f"number of games (1 to {MAX_EPISODES})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--jsonl", default=None, help="append the episodes to this JSONL file")
     p.add_argument("--full", action="store_true", help="do not shorten long prompts and outputs")
@@ -39,8 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_output_file("--jsonl", args.jsonl)
+    check_range("--seed", args.seed, 0)
+    check_range("--episodes", args.episodes, 1, MAX_EPISODES, "run the command again with another --seed for more")
     overrides = list(args.overrides)
     cfg = load_cli_config(args.config, overrides)
+    check_humans(args.human, cfg.game.make_env().possible_agents)
     seats = {seat: "human" for seat in args.human}
     if args.policy == "scripted":
         seats["*"] = f"scripted:{args.bot or cfg.play.bot}"
@@ -67,8 +74,19 @@ def main(argv: list[str] | None = None) -> int:
         print(format_episode(ep, None if args.full else 600))
         print()
     if args.jsonl or cfg.runner.episodes_jsonl:
-        write_jsonl(results, args.jsonl or cfg.runner.episodes_jsonl)
+        path = args.jsonl or cfg.runner.episodes_jsonl
+        try:
+            write_jsonl(results, path)
+        except OSError as e:  # a disk that filled while the games ran: the transcripts above are all there is
+            raise RunStopped(f"--jsonl: could not write the episodes to {path} ({e.strerror or e})") from None
     return 0
+
+
+def check_humans(humans: list[str], seats: list[str]) -> None:
+    """Each ``--human`` names a seat of the game (a seat it lacks would seat nobody and play on)."""
+    for seat in humans:
+        if seat not in seats:
+            raise ConfigError(f"--human: the game has no seat {seat!r}; its seats are {', '.join(seats)}")
 
 
 if __name__ == "__main__":

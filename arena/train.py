@@ -5,11 +5,13 @@
     python -m arena.train games/spy.yaml                              # the same (games/<name>.yaml)
     python -m arena.train games/spy/spy.yaml --set learner.lr=3e-6 --max-steps 5
     python -m arena.train games/spy/spy.yaml --resume runs/spy       # newest checkpoint of a run
-    torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # 2 ranks (arena/core/distributed.py)
+    python -m arena.train games/spy/spy.yaml --ranks 2               # 2 ranks on this machine (torchrun inside)
+    torchrun --nproc_per_node 2 -m arena.train games/spy/spy.yaml     # the same (arena/core/distributed.py)
     deepspeed --num_gpus 2 --module arena.train games/spy/spy.yaml    # the same, with DeepSpeed's launcher
 
 The whole config (``--set`` overrides included) is validated before any model
-loads; a mistake exits with code 2 and one line naming the field. A policy server
+loads; a mistake exits with code 2 and one line naming the field (with ``--ranks N``, once, before any
+rank starts; a rank that fails later is one line too, where torchrun itself adds its own report). A policy server
 (``backend: openai``) that stops answering mid-run, after its retries, exits with
 code 1 and one line: the server's URL, the newest checkpoint, and the command to
 continue once the server is back (the unfinished step is not saved).
@@ -19,12 +21,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from arena.cli import run_cli
-from arena.core.errors import ConfigError, OneLineParser, RunStopped
+from arena.core.errors import ConfigError, OneLineParser, RunStopped, check_range
 from arena.loop.config import ArenaConfig, load_config
 from arena.loop.evals import check_exact_evals
+
+
+#: The most ranks ``--ranks`` starts on one machine.
+MAX_RANKS = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this step (default: train.steps; 0 with train.warm_start: the warm start alone)")
     p.add_argument("--resume", type=Path, default=None, help="run folder or checkpoint folder to continue from")
     p.add_argument("--run-dir", type=Path, default=None, help="output folder (default: train.run_dir)")
+    p.add_argument("--ranks", type=int, default=None, metavar="N", help=f"train on N ranks on this machine (1 to "
+                   f"{MAX_RANKS}; torchrun --standalone --nproc-per-node N): the config is checked once, before "
+                   "any rank starts, and a failed rank is one line")
     # The deepspeed launcher passes --local_rank=N; the rank is read from LOCAL_RANK (arena/core/distributed.py).
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
@@ -42,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_range("--ranks", args.ranks, 1, MAX_RANKS)
     cfg = load_config(args.config, args.overrides)
     check_exact_evals(cfg, str(args.config))  # a game too large to enumerate: one line before any model loads
     least = 0 if cfg.train.warm_start is not None else 1  # 0: the warm start alone
@@ -54,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     from arena.core import distributed
 
     dist = distributed.from_env()
+    if args.ranks is not None and not dist.active:  # the launcher: its ranks run what follows
+        if args.ranks > 1:
+            check_ranks(cfg, args.ranks)
+        from arena.cli import launch_ranks
+
+        return launch_ranks("arena.train", args.ranks, without_option(sys.argv[1:] if argv is None else argv, "--ranks"))
     if dist.active:
         check_ranks(cfg, dist.world)
     from arena.loop.trainer import Trainer, precision_report, seed_everything
@@ -90,6 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         print("last step:", ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     print(f"run folder: {run_dir} (metrics.jsonl, tensorboard/, checkpoints/)")
     return 0
+
+
+def without_option(argv: list[str], flag: str) -> list[str]:
+    """``argv`` without ``flag VALUE`` or ``flag=VALUE``."""
+    out, skip = [], False
+    for item in argv:
+        if skip:
+            skip = False
+        elif item == flag:
+            skip = True
+        elif not item.startswith(flag + "="):
+            out.append(item)
+    return out
 
 
 def server_lost(err: Exception, run_dir: Path) -> str:

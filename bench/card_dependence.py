@@ -22,10 +22,15 @@ computes it.
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
+
+from arena.core.errors import ConfigError, OneLineParser
+
+#: The games whose private card this bench can take out of an information state (:func:`card_group`).
+GAMES = ("kuhn_poker", "leduc_poker")
 
 
 def card_group(game_name: str, info_state: str) -> str:
@@ -58,13 +63,14 @@ def spread(rows: Sequence[tuple[str, dict[str, float]]], game_name: str) -> tupl
     return sum(gaps) / len(gaps), differ / len(gaps)
 
 
-def exploitability_of_rows(game_name: str, rows: Sequence[tuple[str, dict[str, float]]]) -> float:
-    """OpenSpiel's exploitability of the tabular policy given per information state (rows in any order)."""
+def exploitability_of_rows(game: Any, rows: Sequence[tuple[str, dict[str, float]]]) -> float:
+    """OpenSpiel's exploitability of the tabular policy given per information state (rows in any order);
+    ``game`` is a ``pyspiel.Game`` (the config's, with its parameters) or a game name."""
     import pyspiel
     from open_spiel.python import policy as os_policy
     from open_spiel.python.algorithms import exploitability
 
-    game = pyspiel.load_game(game_name)
+    game = pyspiel.load_game(game) if isinstance(game, str) else game
     table = os_policy.TabularPolicy(game)
     by_state = dict(rows)
     for i, state in enumerate(table.states):
@@ -76,21 +82,35 @@ def exploitability_of_rows(game_name: str, rows: Sequence[tuple[str, dict[str, f
     return float(exploitability.exploitability(game, table))
 
 
+def check_game(cfg: Any) -> str:
+    """The config's OpenSpiel game name, or a one-line ConfigError saying which games this bench measures
+    (a private card to take out, and an exploitability: two players, zero-sum)."""
+    from arena.games.openspiel.types import OpenSpielConfig
+
+    settings = cfg.game.settings
+    if isinstance(settings, OpenSpielConfig) and settings.game in GAMES and settings.load().num_players() == 2:
+        return settings.game
+    what = f"OpenSpiel's {settings.load()}" if isinstance(settings, OpenSpielConfig) else repr(cfg.game.name)
+    raise ConfigError(f"game: card dependence is measured on two-player {' and '.join(GAMES)} (game.name: openspiel, "
+                      f"game.game: one of them, with parameters that keep two players); {what} is not one")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from arena.loop.config import load_config
     from arena.rank.exploitability import evaluate
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("config")
+    p = OneLineParser(prog="bench/card_dependence.py", description=__doc__.split("\n")[0])
+    p.add_argument("config", help="a config of an OpenSpiel game: two-player kuhn_poker or leduc_poker")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
-    game_name = cfg.game.settings.game
+    game_name = check_game(cfg)
+    game = cfg.game.settings.load()
     rows: list[tuple[str, dict[str, float]]] = []
     values = evaluate(cfg, table=rows)
     played = values.get("exploitability_played", values["exploitability"])
-    own = exploitability_of_rows(game_name, rows)
-    blind = exploitability_of_rows(game_name, blind_projection(rows, game_name))
+    own = exploitability_of_rows(game, rows)
+    blind = exploitability_of_rows(game, blind_projection(rows, game_name))
     gap, differ = spread(rows, game_name)
     pure = all(min(v, 1 - v) < 1e-3 for _, probs in rows for v in probs.values())
     print(f"{game_name}: {len(rows)} information states, {len(card_groups(rows, game_name))} card groups")
@@ -102,4 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from arena.cli import run_cli
+
+    run_cli(main)

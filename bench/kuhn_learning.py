@@ -25,9 +25,12 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from arena.core.errors import ConfigError, OneLineParser, RunStopped, check_range
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.yaml",
@@ -40,7 +43,8 @@ PLAYED = "eval/exploitability/exploitability_played"  # exp(l_i) + invalid share
 AVERAGE = "eval/exploitability/exploitability_average"  # the average policy of the evaluations so far
 
 
-def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int, extra: list[str]) -> float:
+def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int, extra: list[str]) -> int:
+    """Train one arm on one seed into ``out/<arm>_seed<seed>``; its exit code (the log is ``<run>.log``)."""
     run = out / f"{arm.lower()}_seed{seed}"
     argv = [sys.executable, "-m", "arena.train", ARMS[arm], "--run-dir", str(run),
             "--set", f"train.seed={seed}", "--set", f"train.steps={steps}", "--set", f"train.checkpoint_every={steps}",
@@ -54,7 +58,7 @@ def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int
         rc = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     wall = time.perf_counter() - t0
     (out / f"{run.name}.wall").write_text(f"{wall:.0f} {rc}\n")
-    return wall
+    return rc
 
 
 #: Logged by train.exact_descent at step s: the exploitability of the policy before step s's update, i.e. of
@@ -81,6 +85,8 @@ def last_value(run: Path, key: str) -> float | None:
 def report(out: Path) -> None:
     runs = sorted(p for p in out.iterdir() if p.is_dir())
     curves = {p.name: curve(p, fill=False) for p in runs}  # the evaluations' steps (a descent run logs every step)
+    if not any(curves.values()):
+        raise RunStopped(f"no run in {out} has logged an exploitability: nothing to report (see the runs' logs there)")
     steps = sorted({s for c in curves.values() for s in c})
     print("| run | " + " | ".join(f"step {s}" for s in steps)
           + " | final - base | played, final (exact-text) | invalid turns, last step | wall s |")
@@ -269,13 +275,20 @@ def finish(fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str) -> None:
     print(f"plot: {path}")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+#: The most runs (or samplings) at once: each is a process with its own model.
+MAX_PARALLEL = 64
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from arena.rank.exploitability import MAX_SAMPLE
+
+    p = OneLineParser(prog="bench/kuhn_learning.py", description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--every", type=int, default=4)
-    p.add_argument("--parallel", type=int, default=2, help="runs at once (each gets cores / parallel threads)")
+    p.add_argument("--parallel", type=int, default=2, help="runs at once (each gets cores / parallel threads; "
+                   f"1 to {MAX_PARALLEL})")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "kuhn_bench")
     p.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                    help="more overrides for every arm, e.g. learner.lr=1e-4")
@@ -287,24 +300,74 @@ def main() -> None:
     p.add_argument("--png", type=Path, default=Path("exploitability.png"), help="where --plot writes")
     p.add_argument("--played", type=int, default=0, metavar="N", help="then sample the played policy of each "
                    "free-generation run's last checkpoint, N replies per information state (arena.eval "
-                   "exploitability --sample N); with --report, for the folder's runs that lack it")
-    args = p.parse_args()
+                   f"exploitability --sample N; at most {MAX_SAMPLE}); with --report, for the folder's runs that lack it")
+    return p
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every flag, the arms' configs with ``--set`` and the folders, before any run starts: one line each."""
+    from arena.loop.config import load_config
+    from arena.rank.exploitability import MAX_SAMPLE
+    from arena.rank.flags import check_image_file
+
+    check_range("--parallel", args.parallel, 1, MAX_PARALLEL)
+    check_range("--steps", args.steps, 1)
+    check_range("--every", args.every, 1)
+    check_range("--played", args.played, 0, MAX_SAMPLE)
+    for seed in args.seeds:
+        check_range("--seeds", seed, 0)
+    for flag, folders in (("--report", [args.report] if args.report else []), ("--plot", args.plot or [])):
+        for folder in folders:
+            if not folder.is_dir():
+                raise ConfigError(f"{flag}: {str(folder)!r} is not a folder of runs")
+    if args.plot is not None:
+        check_image_file("--png", args.png)
+    if args.report is None and args.plot is None:
+        blocked = next((p for p in (args.out, *args.out.parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:  # the folder is created: only a file in its way is wrong
+            raise ConfigError(f"--out: {str(args.out)!r}: {str(blocked)!r} is a file, not a folder; give another path")
+        for arm in args.arms:  # a bad --set fails here once, not in every run's log
+            try:
+                load_config(ARMS[arm], args.extra)
+            except ConfigError as e:  # it names the arm's config file
+                raise ConfigError(f"--set: {e}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_args(args)
     if args.report is not None:
         if args.played:
             played_sampled(args.report, args.played, args.parallel, worker_threads(args.parallel))
         report(args.report)
-        return
+        return 0
     if args.plot is not None:
         (plot_stages if args.stages else plot)(args.plot, args.png)
-        return
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     threads = worker_threads(args.parallel)
     jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
     with ThreadPoolExecutor(args.parallel) as pool:
-        list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))
+        codes = list(pool.map(lambda j: run_arm(j[0], j[1], args.out, args.steps, args.every, threads, args.extra), jobs))
+    failed = [f"{arm.lower()}_seed{seed}" for (arm, seed), rc in zip(jobs, codes, strict=True) if rc]
+    if len(failed) == len(jobs):
+        raise RunStopped(f"every run failed ({len(jobs)} of {len(jobs)}): {failed[0]}: {last_line(args.out, failed[0])} "
+                         f"(logs: {args.out}/<run>.log)")
+    for name in failed:
+        print(f"warning: {name} failed: {last_line(args.out, name)} (log: {args.out / name}.log)", file=sys.stderr)
     if args.played:
         played_sampled(args.out, args.played, args.parallel, threads)
     report(args.out)
+    return 0
+
+
+def last_line(out: Path, run: str) -> str:
+    """The last line a failed run wrote (its one-line error, when arena.train refused the run)."""
+    try:
+        lines = (out / f"{run}.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no output"
 
 
 def worker_threads(parallel: int) -> int:
@@ -320,4 +383,6 @@ def worker_threads(parallel: int) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    from arena.cli import run_cli
+
+    run_cli(main)

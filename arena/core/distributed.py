@@ -1,7 +1,9 @@
 """Several training processes (ranks): who am I, the process group, and the few reductions a step needs.
 
-Launch with the launcher's own conventions; there is no arena flag:
+Launch with the launcher's own conventions, or on one machine with ``--ranks`` (torchrun inside, its report of a
+failed rank replaced by the rank's one line: ``arena.cli.launch_ranks``):
 
+    python -m arena.train CONFIG --ranks 2
     torchrun --nproc_per_node 2 -m arena.train CONFIG
     deepspeed --num_gpus 2 --module arena.train CONFIG
 

@@ -52,14 +52,33 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts)
 
 
-def check_output_file(flag: str, path: str | os.PathLike[str] | None) -> None:
+def check_range(flag: str, value: int | None, low: int, high: int | None = None, above: str = "") -> None:
+    """An integer flag within ``[low, high]`` (``high`` None: no upper bound); else a one-line ConfigError
+    naming the flag, the value and the valid range, followed by ``above`` (what to do instead) when the
+    value is over ``high``."""
+    if value is None or (value >= low and (high is None or value <= high)):
+        return
+    valid = f">= {low}" if high is None else f"between {low} and {high}"
+    raise ConfigError(f"{flag}: must be {valid} (got {value})" + (f"; {above}" if above and value > low else ""))
+
+
+def check_output_file(flag: str, path: str | os.PathLike[str] | None, made: bool = False) -> None:
     """A file a CLI will write at the end (``--json out.json``): checked at start-up, so a run does not
-    fail after its work. A one-line ConfigError when ``path`` is a directory or its folder is missing."""
+    fail after its work. A one-line ConfigError when ``path`` is a directory, a device, FIFO or socket
+    (``/dev/full`` fails every write; a FIFO blocks until someone reads it) or its folder is missing
+    (``made``: the CLI creates missing folders; then only a file in the way of one is refused)."""
     if path is None:
         return
     target = Path(path)
     if target.is_dir():
         raise ConfigError(f"{flag}: {str(target)!r} is a directory; give a file name")
+    if target.exists() and not target.is_file():
+        raise ConfigError(f"{flag}: {str(target)!r} is not a regular file (a device, FIFO or socket); give a file name")
+    if made:
+        blocked = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise ConfigError(f"{flag}: {str(target)!r}: {str(blocked)!r} is a file, not a folder; give another path")
+        return
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise ConfigError(f"{flag}: {str(target)!r}: the folder {str(parent)!r} does not exist; create it or give another path")

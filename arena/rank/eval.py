@@ -22,18 +22,22 @@ import json
 import sys
 from pathlib import Path
 
-from arena.core.errors import ConfigError, OneLineParser, check_output_file
+from arena.core.errors import ConfigError, OneLineParser, RunStopped, check_output_file, check_range
 from arena.core.types import write_jsonl
 from arena.loop.config import load_config
 from arena.stats.heldout import held_out_seeds, summarise
+
+
+#: The most games one evaluation plays: every episode is held in memory for the intervals.
+MAX_GAMES = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m arena.eval", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--games", type=int, default=64, help="held-out games to play (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="which block of held-out seeds (default 0)")
+    p.add_argument("--games", type=int, default=64, help=f"held-out games to play (2 to {MAX_GAMES}; default 64)")
+    p.add_argument("--seed", type=int, default=0, help="which block of held-out seeds (>= 0; default 0)")
     p.add_argument("--json", type=Path, default=None, help="write the summary (and the seeds) here")
     p.add_argument("--episodes", type=Path, default=None, help="append the games to this JSONL file (gzip if it ends in .gz)")
     p.add_argument("--compare-set", dest="compare", action="append", default=[], metavar="KEY=VALUE",
@@ -53,10 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         return exploitability_main(argv[1:])
     args = build_parser().parse_args(argv)
     check_output_file("--json", args.json)
-    cfg = load_config(args.config, args.overrides)
-    cfg_b = load_config(args.config, args.overrides + args.compare) if args.compare else None
+    check_output_file("--episodes", args.episodes)
     if args.games < 2:
         raise ConfigError(f"--games: at least 2 games make an interval (got {args.games})")
+    check_range("--games", args.games, 2, MAX_GAMES, "evaluate in blocks of held-out seeds (--seed 0, 1, ...)")
+    check_range("--seed", args.seed, 0)
+    cfg = load_config(args.config, args.overrides)
+    cfg_b = load_config(args.config, args.overrides + args.compare) if args.compare else None
     from arena.loop.build import build_policies, build_runner
 
     names = dict.fromkeys(cfg.seat_table().values())
@@ -78,9 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         extra["paired"] = paired_summary(episodes, play_held_out(cfg_b, seeds), cfg.game.cls, seed=args.seed)
         extra["compare_set"] = args.compare
         print_paired(extra["paired"], " ".join(args.overrides) or "the config", " ".join(args.compare))
-    if args.json:
-        args.json.write_text(json.dumps({"seats": cfg.seat_table(), "seeds": seeds, "metrics": summary} | extra, indent=2))
-    if args.episodes:
-        write_jsonl(episodes, args.episodes)
+    try:  # a disk that filled while the games ran: the table above is all there is
+        if args.json:
+            args.json.write_text(json.dumps({"seats": cfg.seat_table(), "seeds": seeds, "metrics": summary} | extra, indent=2))
+        if args.episodes:
+            write_jsonl(episodes, args.episodes)
+    except OSError as e:
+        raise RunStopped(f"could not write {e.filename or 'the results'} ({e.strerror or e})") from None
     return 0
 

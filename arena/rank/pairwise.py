@@ -155,10 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from arena.core.errors import ConfigError
+    from arena.core.errors import ConfigError, check_output_file, check_range
     from arena.loop.config import load_config
 
     args = build_parser().parse_args(argv)
+    check_output_file("--json", args.json)
+    check_range("--max-new-tokens", args.max_new_tokens, 1)
+    check_range("--judge-max-new-tokens", args.judge_max_new_tokens, 1)
+    check_range("--seed", args.seed, 0)
+    if not 0 <= args.temperature < float("inf"):  # NaN fails too
+        raise ConfigError(f"--temperature: must be a finite number >= 0 (got {args.temperature})")
     cfg = load_config(args.config, args.overrides)
     candidate = args.candidate or cfg.trainable
     if candidate is None:
@@ -174,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"--data: no such file {args.data}") from None
     except ValueError as e:
         raise ConfigError(f"--data: {e}") from None
+    except OSError as e:  # a directory, a file it may not read
+        raise ConfigError(f"--data: cannot read {args.data} ({e.strerror or e})") from None
     from arena.loop.build import build_policies
 
     policies = build_policies(cfg, names=dict.fromkeys([candidate, args.base, args.judge]))

@@ -33,8 +33,8 @@ result against j (1 win, 0.5 tie, 0 loss: what a sampled tournament's payoff mat
 Bradley-Terry ratings are fitted to it, with no interval (no sampling noise); beside it, i's exact
 expected return (chips) against j. The JSON (``--json``, default ``<run_dir>/tournament_exact.json``)
 holds ``payoff`` (results), ``returns`` and ``ratings``; the PNG both matrices.
-``--games``, ``--layouts`` and ``--bootstrap`` do not apply. Another game, or one too large to
-enumerate, is one line and exit 2.
+``--games``, ``--layouts`` and ``--bootstrap`` do not apply and are refused. Another game, or one too
+large to enumerate, is one line and exit 2.
 
 Output: a table on the terminal, the JSON (``--json``, default
 ``<run_dir>/tournament.json``) with the schedule and every game's seed,
@@ -61,6 +61,7 @@ import yaml
 
 from arena.core.errors import ConfigError, OneLineParser
 from arena.loop.config import ArenaConfig, check_bots, check_models, load_config
+from arena.rank.flags import MAX_BOOTSTRAP, MAX_GAMES, check_tournament_flags
 from arena.stats.heldout import held_out_seeds
 from arena.policies.config import ModelPolicySpec, shorthand_policy
 from arena.stats.ratings import (
@@ -234,13 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m arena.tournament", description=__doc__.split("\n")[0])
     p.add_argument("config", help="YAML config (e.g. games/spy/spy.yaml) or a registered game name")
     p.add_argument("--players", nargs="+", required=True, metavar="[LABEL=]SPEC", help="at least two players")
-    p.add_argument("--games", type=int, default=None, help="games to play (rounded up to whole rounds; default 4 rounds)")
-    p.add_argument("--seed", type=int, default=0, help="seeds the schedule and picks the block of held-out game seeds")
+    p.add_argument("--games", type=int, default=None, help="games to play (rounded up to whole rounds; default 4 "
+                   f"rounds; at most {MAX_GAMES})")
+    p.add_argument("--seed", type=int, default=0, help="seeds the schedule and picks the block of held-out game "
+                   "seeds (>= 0)")
     p.add_argument("--layouts", default=None, help="YAML list of reset options fixing the roles, cycled per round")
     p.add_argument("--anchor", default=None, help="player rated 1000 (default: the first)")
     p.add_argument("--json", type=Path, default=None, help="results file, resumed if present (default <run_dir>/tournament.json)")
     p.add_argument("--png", type=Path, default=None, help="payoff heatmap (default: beside the JSON)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (default 1000)")
+    p.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples for the intervals (default 1000, "
+                   f"at most {MAX_BOOTSTRAP})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--exact", action="store_true", help="exact expected payoffs from the policies' action "
                    "probabilities, no games played (OpenSpiel games small enough to enumerate)")
@@ -263,6 +267,7 @@ def parse_layouts(text: str | None) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_tournament_flags(args)
     cfg = load_config(args.config, args.overrides)
     players = parse_players(cfg, args.players)
     check_bots(player_config(cfg, players), "--players")  # before the schedule prints
@@ -273,10 +278,6 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"--anchor: {anchor!r} is not a player ({', '.join(labels)})")
     if args.exact:
         return exact_tournament(cfg, players, anchor, args)
-    if args.games is not None and args.games < 1:
-        raise ConfigError(f"--games: must be >= 1 (got {args.games})")
-    if args.bootstrap < 0:
-        raise ConfigError(f"--bootstrap: must be >= 0 (got {args.bootstrap})")
     layouts = parse_layouts(args.layouts)
     seats = cfg.game.make_env().possible_agents
     rounds = math.ceil((args.games or 4 * len(seats)) / len(seats))

@@ -224,7 +224,7 @@ def test_the_cli_prints_the_played_policy_and_its_sampled_estimate(capsys) -> No
     assert float(played.split()[3]) == within(11 / 24, 1e-6, "printed to 6 decimals")
     sampled = next(line for line in out.splitlines() if line.startswith("played, sampled (30 replies per state)"))
     assert "invalid share 0.000" in sampled
-    with pytest.raises(ConfigError, match=r"^--sample and --bootstrap must be >= 0 \(got -1, 200\)$"):
+    with pytest.raises(ConfigError, match=r"^--sample: must be between 0 and 10000 \(got -1\)$"):
         main(["exploitability", kuhn, "--sample", "-1"])
 
 

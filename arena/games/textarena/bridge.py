@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import io
 import random
 import re
 from collections.abc import Iterator
@@ -161,13 +162,57 @@ def bound_parsers(env: Any) -> Any:
     return env
 
 
+class MissingData(RuntimeError):
+    """A TextArena game whose data (NLTK's word lists and tagger) is not installed and could not be
+    downloaded; ``str(err)`` is one line naming what is missing and how to install it."""
+
+
+@contextmanager
+def nltk_quiet(missing: list[str]) -> Iterator[None]:
+    """NLTK's downloader, which TextArena's word games call when they are first imported, without its
+    four lines per failed download (it writes them to the ``sys.stderr`` of NLTK's own import, so
+    redirecting stderr cannot catch them); the names it could not fetch are appended to ``missing``."""
+    import nltk
+
+    download = nltk.download
+
+    def quiet(info_or_id: Any = None, *args: Any, **kwargs: Any) -> Any:
+        ok = download(info_or_id, *args, **{**kwargs, "quiet": True, "print_error_to": io.StringIO()})
+        if not ok:
+            missing.extend([info_or_id] if isinstance(info_or_id, str) else list(info_or_id or []))
+        return ok
+
+    nltk.download = quiet
+    try:
+        yield
+    finally:
+        nltk.download = download
+
+
+def made(env_id: str) -> Any:
+    """``ta.make(env_id)``; a game whose NLTK data is missing is :class:`MissingData`."""
+    import textarena as ta
+
+    missing: list[str] = []
+    try:
+        with nltk_quiet(missing):
+            return ta.make(env_id)
+    except LookupError as e:  # NLTK's "Resource 'words' not found", in a box of asterisks
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+        missing += re.findall(r"Resource '?([\w./-]+?)'? not found", plain)
+        if not missing:
+            raise
+        names = " ".join(dict.fromkeys(missing))
+        raise MissingData(f"{env_id} needs NLTK data that is not installed and could not be downloaded ({names}); "
+                          f"install it with: python -m nltk.downloader {names} (or set NLTK_DATA to a folder "
+                          "that holds it)") from None
+
+
 def make_env(env_id: str, num_players: int, seed: int, rand: PrivateRandom) -> Any:
     """``ta.make(env_id)`` (its backtracking patterns made linear, :func:`bound_parsers`) reset for
     ``num_players`` with ``seed``, inside ``rand``."""
-    import textarena as ta
-
     with rand.active():
-        env = bound_parsers(ta.make(env_id))
+        env = bound_parsers(made(env_id))
         env.reset(num_players=num_players, seed=seed)
     return env
 

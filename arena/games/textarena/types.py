@@ -49,6 +49,8 @@ class TextArenaConfig(GameConfig):
         # config error at start-up and not a crash in the first game.
         try:
             bridge.make_env(self.env_id, self.num_players, 0, bridge.PrivateRandom(0))
+        except bridge.MissingData as e:
+            raise ValueError(f"env_id: {e}") from None
         except Exception as e:  # noqa: BLE001 - reported as one config line naming the field
             detail = " ".join(str(e).split())[:160] or type(e).__name__
             raise ValueError(
