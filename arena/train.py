@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from arena.cli import run_cli
+from arena.cli import RANK_ERRORS, run_cli
 from arena.core.errors import ConfigError, OneLineParser, RunStopped, check_range
 from arena.loop.config import ArenaConfig, load_config
 from arena.loop.evals import check_exact_evals
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from arena.core import distributed
 
     dist = distributed.from_env()
-    if args.ranks is not None and not dist.active:  # the launcher: its ranks run what follows
+    if args.ranks is not None and not dist.active and RANK_ERRORS not in os.environ:  # the launcher (not a rank)
         if args.ranks > 1:
             check_ranks(cfg, args.ranks)
         from arena.cli import launch_ranks

@@ -59,7 +59,7 @@ def check_range(flag: str, value: int | None, low: int, high: int | None = None,
     if value is None or (value >= low and (high is None or value <= high)):
         return
     valid = f">= {low}" if high is None else f"between {low} and {high}"
-    raise ConfigError(f"{flag}: must be {valid} (got {value})" + (f"; {above}" if above and value > low else ""))
+    raise ConfigError(f"{flag}: must be {valid} (got {value})" + (f"; {above}" if above and value >= low else ""))
 
 
 def check_output_file(flag: str, path: str | os.PathLike[str] | None, made: bool = False) -> None:
