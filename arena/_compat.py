@@ -28,8 +28,10 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     **{f"arena.{m}": f"arena.core.{m}" for m in (
         "distributed", "game", "game_types", "messages", "models", "registry", "rules", "transcript", "types")},
-    **{f"arena.{m}": f"arena.loop.{m}" for m in (
-        "build", "canary", "checkpoint", "config", "evals", "league", "trainer")},
+    **{f"arena.{m}": f"arena.loop.{m}" for m in ("build", "checkpoint", "trainer")},  # arena.config: a CLI now
+    # the training features, now components of the loop (issue #52)
+    **{f"{prefix}.{m}": f"arena.loop.components.{m}" for prefix in ("arena", "arena.loop") for m in (
+        "canary", "descent", "evals", "league", "loggers", "respond", "rollouts", "stop", "warm_start")},
     **{f"arena.{m}": f"arena.rank.{m}" for m in ("compare", "pairwise")},
     **{f"arena.{m}": f"arena.stats.{m}" for m in ("ratings", "seating")},
     "games": "arena.games",
@@ -83,7 +85,8 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
             other = importlib.machinery.PathFinder.find_spec(fullname)
             if other is not None and other.origin is not None:
                 return None  # another installed module or regular package has this name: it wins
-        if head and head != "arena" and sys.modules.get(head) is not sys.modules.get(new_name(head) or ""):
+        moved_head = new_name(head) if head else None
+        if moved_head is not None and sys.modules.get(head) is not sys.modules.get(moved_head):
             return None  # a submodule of someone else's package of that name
         real = importlib.util.find_spec(new)
         if real is None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from arena.cli import RANK_ERRORS, run_cli
 from arena.core.errors import ConfigError, OneLineParser, RunStopped, check_range
 from arena.loop.config import ArenaConfig, load_config
-from arena.loop.evals import check_exact_evals
+from arena.loop.components.evals import check_exact_evals
 
 
 #: The most ranks ``--ranks`` starts on one machine.
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return launch_ranks("arena.train", args.ranks, without_option(sys.argv[1:] if argv is None else argv, "--ranks"))
     if dist.active:
         check_ranks(cfg, dist.world)
-    from arena.loop.trainer import Trainer, precision_report, seed_everything
+    from arena.loop.plan import precision_report
+    from arena.loop.trainer import Trainer, seed_everything
 
     if dist.main:
         print(precision_report(cfg), flush=True)

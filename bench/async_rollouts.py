@@ -55,7 +55,7 @@ def main() -> None:
     args = p.parse_args()
     common = [f"policies.learner.backend={args.backend}", f"train.steps={args.steps}",
               f"train.games_per_step={args.games}", f"train.checkpoint_every={args.steps}", "train.plot=false",
-              "train.save_episodes=false", "train.loggers=[]", "runner.progress=false"]
+              "train.episodes.save=false", "train.loggers=[]", "runner.progress=false"]
     arms = [("sync", common)] + [(f"async k={k}", [*common, f"train.async.max_staleness={k}", "learner.importance.mode=tis"])
                                  for k in args.ks]
     print(f"{args.config}, {args.backend} generator, {args.steps} steps x {args.games} games\n")

@@ -19,7 +19,7 @@ config and every value derived from it:
   arena module is floor 0; otherwise one above the highest it imports); a **climb** is a stop on a
   higher floor than the stop before it in the walk's order: the reader goes back up.
 
-    python bench/config_walk.py arena.loop.build:build_trainer_parts
+    python bench/config_walk.py arena.loop.build:build_trainer
     python bench/config_walk.py --at REV arena.loop.assemble:build_trainer_parts   # a past revision
 
 Prints ``stops files climbs`` and, with ``--trace``, every stop in order.
@@ -256,7 +256,7 @@ def summary(w: Walker) -> tuple[int, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("start", help="the builder, module:function (e.g. arena.loop.build:build_trainer_parts)")
+    p.add_argument("start", help="the builder, module:function (e.g. arena.loop.build:build_trainer)")
     p.add_argument("--at", help="a git revision to measure instead of the working tree")
     p.add_argument("--trace", action="store_true", help="print every stop")
     args = p.parse_args(argv)

@@ -61,7 +61,7 @@ def run_arm(arm: str, seed: int, out: Path, steps: int, every: int, threads: int
     return rc
 
 
-#: Logged by train.exact_descent at step s: the exploitability of the policy before step s's update, i.e. of
+#: Logged by train.descent at step s: the exploitability of the policy before step s's update, i.e. of
 #: step s - 1's weights (score mode: the played policy), from the tree walk the step makes anyway.
 DESCENT = "descent/exploitability"
 

@@ -1,4 +1,4 @@
-"""The weight-sync canary's gap (arena/loop/canary.py) on the built-in model, per generator backend and dtype,
+"""The weight-sync canary's gap (arena/loop/components/canary.py) on the built-in model, per generator backend and dtype,
 against the learning rate and the number of updates, for a correct sync and for stale ones.
 
     .venv/bin/python bench/sync_canary.py                                  # hf and vLLM, float32 and bfloat16
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def completions(samples: int, games: int) -> list:
     """The first trainable completions of a few SpyRL games played by the float32 hf generator."""
     from arena.loop.build import ModelStore, build_runner, make_model_policy
-    from arena.loop.canary import canary_samples
+    from arena.loop.components.canary import canary_samples
     from arena.loop.config import load_config
 
     cfg = load_config(ROOT / "arena/games/spy/spy.yaml", [
@@ -75,7 +75,7 @@ def moved(initial: dict, state: dict, dtype: str) -> float:
 def measure(backend: str, dtype: str, lrs: list[float], updates: int, picked: list) -> list[dict]:
     from arena.core.models import load_causal_lm
     from arena.loop.build import ModelStore, make_model_policy
-    from arena.loop.canary import generator_logprobs, mean_abs_gap
+    from arena.loop.components.canary import generator_logprobs, mean_abs_gap
     from arena.loop.config import load_config
     from arena.learners.config import LearnerConfig
     from arena.learners.update import Learner

@@ -35,7 +35,7 @@ def make_run(run: Path, n: int, players: int) -> float:
     bot = ScriptedPolicy(make_bot(cfg.game.cls, "copycat"), name="bot")
     runner = Runner(cfg.game.make_env, {"bot": bot}, SeatMap({"*": "bot"}), num_envs=8)
     log = EpisodeLog(run, 1000.0, policy="bot")
-    from arena.loop.trainer import resolved_config
+    from arena.loop.config import resolved_config
 
     import json
 

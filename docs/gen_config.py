@@ -124,8 +124,8 @@ def sections() -> list[tuple[str, str, list[type[BaseModel]]]]:
     """(title, introduction, root models) of each part of the reference."""
     from arena.core.registry import GAMES, game_class
     from arena.loop.config import ArenaConfig, PlaySection, TrainConfig
-    from arena.loop.evals import EvalSpec
-    from arena.loop.league import LeagueConfig
+    from arena.loop.components.evals import EvalSpec
+    from arena.loop.components.league import LeagueConfig
     from arena.runner import RunnerSection
     from arena.learners.config import LearnerConfig
     from arena.policies.config import POLICY_KINDS

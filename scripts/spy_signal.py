@@ -16,7 +16,7 @@ For every game it reports, per training step (mean over games, 95% bootstrap int
 ``probe_acc`` near chance says the outputs themselves carry little trace of the mask,
 so no voter, trained or not, can beat chance on them; ``probe_acc`` above chance with
 ``model_acc`` at chance says the signal is there and the voters miss it. No model is
-loaded: this reads ``<run>/episodes/step_*.jsonl.gz`` (``train.save_episodes``), one row
+loaded: this reads ``<run>/episodes/step_*.jsonl.gz`` (``train.episodes.save``), one row
 per step, or a JSONL file of games (``python -m arena.eval --episodes``), one row.
 """
 
@@ -78,7 +78,7 @@ def main() -> None:
     args = ap.parse_args()
     files = [args.path] if args.path.is_file() else sorted((args.path / "episodes").glob("step_*.jsonl.gz"))
     if not files:
-        raise SystemExit(f"spy_signal: no episodes under {args.path / 'episodes'} (train with train.save_episodes on)")
+        raise SystemExit(f"spy_signal: no episodes under {args.path / 'episodes'} (train with train.episodes.save on)")
     rng = np.random.default_rng(0)
     report = []
     print(f"{'step':>5} {'games':>5} {'parseable':>20} {'model acc | parsed':>22} {'overlap probe acc':>22}  chance")

@@ -1,4 +1,4 @@
-"""Async rollouts (``train.async``, arena/loop/rollouts.py) on real training runs of a tiny model.
+"""Async rollouts (``train.async``, arena/loop/components/rollouts.py) on real training runs of a tiny model.
 
 The sealed-bid example with tests/test_league.py's 2-layer random model and tests/forked_runs.py's
 digit head (valid, varied bids and real gradients). Checked: k = 0 is bit-identical to the
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = [
     "policies.learner.sampling.max_new_tokens=3", "game.max_bid=10000", "runner.progress=false",
     "train.games_per_step=3", "train.steps=4", "train.checkpoint_every=2", "train.plot=false", "learner.lr=1e-3",
-    "learner.beta=0", "train.save_episodes=false", "train.loggers=[]", "runner.episodes_jsonl=episodes.jsonl",
+    "learner.beta=0", "train.episodes.save=false", "train.loggers=[]", "runner.episodes_jsonl=episodes.jsonl",
 ]
 NOT_COMPARED = set(TIMING_KEYS) | {"time/play_s", "time/sync_wait_s", "async/staleness", "gen/tokens_per_s"}
 
@@ -86,7 +86,7 @@ def test_each_step_is_played_by_the_weights_k_versions_old(digits: Path, tmp_pat
         fresh = Trainer(config(digits, "runner.episodes_jsonl=null"), tmp_path / f"replay{t}", resume=checkpoint)
         episodes, _ = fresh.play_step(t)
         assert [[x.completion for x in ep.turns] for ep in episodes] == played[(t - 1) * n : t * n], t
-    assert trainer.pipeline is None  # the thread is gone after run()
+    assert trainer.feature("async_").pipeline is None  # the thread is gone after run()
 
 
 def test_a_resumed_run_with_a_step_in_flight_equals_the_straight_run(digits: Path, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Training against ``scripted:br:current`` (arena/loop/respond.py), issue #34: the trainer recomputes the
-responder every ``train.respond_every`` steps, a resume meets the same responder (its table is in the
+"""Training against ``scripted:br:current`` (arena/loop/components/respond.py), issue #34: the trainer recomputes the
+responder every ``train.respond.every`` steps, a resume meets the same responder (its table is in the
 checkpoint), the average policy is logged, and training against the responder lowers a tiny model's
 exploitability (``kuhn.br.yaml`` on a random 2-layer model with SmolLM2's tokenizer: seconds a step)."""
 
@@ -53,7 +53,7 @@ def test_resume_meets_the_same_responder(tiny_model_dir: Path, tmp_path: Path) -
     """respond_every 2: step 2 plays the responder computed before step 1; a run resumed after step 1 reads
     it from the checkpoint (responders/responders.json) and logs what the straight run logs."""
     torch.set_num_threads(1)
-    extra = ("train.steps=2", "train.respond_every=2", "train.evals=[{name: x, kind: exact, every: 1}]")
+    extra = ("train.steps=2", "train.respond.every=2", "train.evals=[{name: x, kind: exact, every: 1}]")
     make(tiny_model_dir, tmp_path / "straight", *extra).run()
     make(tiny_model_dir, tmp_path / "resumed", *extra).run(max_steps=1)
     assert (tmp_path / "resumed/checkpoints/step_000001/responders/responders.json").is_file()

@@ -1,4 +1,4 @@
-"""The weight-sync canary (arena/loop/canary.py): a stale sync stops the run with one line; a correct one passes.
+"""The weight-sync canary (arena/loop/components/canary.py): a stale sync stops the run with one line; a correct one passes.
 
 The end-to-end runs train examples/sealed_bid.py with the tiny randomly initialised model
 of tests/test_league.py given a digit-writing head (tests/forked_runs.py: valid bids,
@@ -20,7 +20,7 @@ import pytest
 
 from arena.core.errors import ConfigError, RunStopped
 from arena.core.types import Episode, Turn
-from arena.loop.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
+from arena.loop.components.canary import FLOAT32_MAX_GAP, HALF_MAX_GAP, StaleWeights, auto_max_gap, canary_samples, check_gap
 from arena.loop.config import load_config
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture)
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = [
     "policies.learner.sampling.max_new_tokens=4", "policies.learner.device=cpu:0", "game.max_bid=10000",
     "train.games_per_step=2", "train.steps=2", "train.checkpoint_every=2", "train.plot=false", "learner.lr=1e-3",
-    "train.save_episodes=false",
+    "train.episodes.save=false",
 ]
-MAX_GAP = FLOAT32_MAX_GAP  # train.sync_canary_max_gap: auto, for a float32 generator
+MAX_GAP = FLOAT32_MAX_GAP  # train.canary.max_gap: auto, for a float32 generator
 
 
 def test_check_gap_stops_above_the_bound_with_one_line() -> None:
@@ -48,10 +48,10 @@ def test_check_gap_stops_above_the_bound_with_one_line() -> None:
 
 def test_auto_bound_follows_the_generator_dtype_and_the_config_checks_it() -> None:
     assert auto_max_gap("float32") == FLOAT32_MAX_GAP < auto_max_gap("bfloat16") == auto_max_gap("float16") == HALF_MAX_GAP
-    assert load_config(ROOT / "arena/games/spy/spy.yaml").train.sync_canary_max_gap == "auto"
-    assert load_config(ROOT / "arena/games/spy/spy.yaml", ["train.sync_canary_max_gap=null"]).train.sync_canary_max_gap is None
-    with pytest.raises(ConfigError, match=r"train.sync_canary_max_gap: must be a positive number .* \(got 0\)"):
-        load_config(ROOT / "arena/games/spy/spy.yaml", ["train.sync_canary_max_gap=0"])
+    assert load_config(ROOT / "arena/games/spy/spy.yaml").train.canary.max_gap == "auto"
+    assert load_config(ROOT / "arena/games/spy/spy.yaml", ["train.canary.max_gap=null"]).train.canary.max_gap is None
+    with pytest.raises(ConfigError, match=r"train.canary.max_gap: must be a positive number .* \(got 0\)"):
+        load_config(ROOT / "arena/games/spy/spy.yaml", ["train.canary.max_gap=0"])
 
 
 def test_canary_takes_the_shortest_completions_of_the_trainable_policy() -> None:
@@ -102,7 +102,7 @@ def test_a_stale_sync_stops_the_run_and_a_correct_one_passes(digits: Path, tmp_p
     step = _last_step(tmp_path / "stale")  # the first step with an update (a step whose groups all had equal rewards trains nothing)
     assert all(g <= MAX_GAP for g in before) and gap > MAX_GAP
     assert f"weight-sync canary: after the step-{step} sync" in errors[0] and f"{gap:.4g} nats/token" in errors[0]
-    assert f"train.sync_canary_max_gap {MAX_GAP:g}" in errors[0] and "stale" in errors[0]
+    assert f"train.canary.max_gap {MAX_GAP:g}" in errors[0] and "stale" in errors[0]
     assert not (tmp_path / "stale" / "checkpoints").exists()
 
     rc = zygote.run(_argv(digits, tmp_path / "synced"), tmp_path / "synced.log")

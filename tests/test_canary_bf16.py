@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.loop.canary import HALF_MAX_GAP, sync_gap
+from arena.loop.components.canary import HALF_MAX_GAP, sync_gap
 from arena.core.types import Sample
 from forked_runs import digit_model
 from arena.learners.config import LearnerConfig
@@ -34,7 +34,7 @@ from test_league import tiny_model  # noqa: F401  (the fixture)
 SETS = [
     "policies.learner.sampling.max_new_tokens=4", "policies.learner.dtype=bfloat16", "game.max_bid=10000",
     "train.games_per_step=2", "train.steps=2", "train.checkpoint_every=2", "train.plot=false", "learner.lr=1e-3",
-    "train.save_episodes=false",
+    "train.episodes.save=false",
 ]
 
 
@@ -139,14 +139,14 @@ def test_a_bf16_run_passes_a_correct_sync_and_stops_a_stale_one(ties: Path, tmp_
     err = (tmp_path / "stale.log").read_text()
     assert rc == 1 and "Traceback" not in err, err[-3000:]
     errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "weight-sync canary" in errors[0] and f"sync_canary_max_gap {HALF_MAX_GAP:g}" in errors[0]
+    assert len(errors) == 1 and "weight-sync canary" in errors[0] and f"canary.max_gap {HALF_MAX_GAP:g}" in errors[0]
     *before, gap = _gaps(tmp_path / "stale")
     assert all(g <= HALF_MAX_GAP for g in before) and gap > 2 * HALF_MAX_GAP
     print(f"\nbf16 run: correct sync {', '.join(f'{g:.2g}' for g in gaps)}, stale {gap:.3g} (bound {HALF_MAX_GAP})")
 
 
 def test_the_logged_stats_on_hand_values() -> None:
-    from arena.loop.canary import canary_stats
+    from arena.loop.components.canary import canary_stats
 
     gen, after, before = [[-1.0, -2.0], [-3.0]], [[-1.1, -2.0], [-2.9]], [[-1.5, -2.3], [-3.0]]
     stats = canary_stats(gen, after, before)

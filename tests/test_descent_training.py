@@ -1,4 +1,4 @@
-"""``train.exact_descent`` (arena/loop/descent.py), issue #34: each step trains on Kuhn's whole tree against
+"""``train.descent`` (arena/loop/components/descent.py), issue #34: each step trains on Kuhn's whole tree against
 the exact best response to the model's policy. On a random 2-layer model with SmolLM2's tokenizer (seconds a
 step): the logged exploitability is the exact evaluation's, it falls, and a resume logs what the straight
 run logs."""

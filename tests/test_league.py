@@ -1,4 +1,4 @@
-"""arena.loop.league: opponent samplers (pure) and the pool and ratings surviving SIGKILL and --resume.
+"""arena.loop.components.league: opponent samplers (pure) and the pool and ratings surviving SIGKILL and --resume.
 
 The training test uses a tiny randomly initialised model with the built-in
 tokenizer (about 1.6M parameters), so it runs the real trainer, runner,
@@ -20,7 +20,7 @@ import pytest
 
 from arena.core.errors import ConfigError
 from arena.loop.config import load_config
-from arena.loop.league import SAMPLERS, Member, pfsp_weights
+from arena.loop.components.league import SAMPLERS, Member, pfsp_weights
 from tolerance import approx64
 
 ROOT = Path(__file__).resolve().parents[1]

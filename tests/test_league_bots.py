@@ -17,7 +17,7 @@ from test_league import tiny_model  # noqa: F401  (the fixture)
 ROOT = Path(__file__).resolve().parents[1]
 SETS = [
     "policies.learner.sampling.max_new_tokens=3", "runner.progress=false", "train.games_per_step=4", "train.steps=2",
-    "train.checkpoint_every=1", "train.plot=false", "train.save_episodes=false", "train.loggers=[]", "train.evals=[]",
+    "train.checkpoint_every=1", "train.plot=false", "train.episodes.save=false", "train.loggers=[]", "train.evals=[]",
     "train.league.enabled=true", "train.league.bots=[scripted:cfr, scripted:random]", "train.league.sampler=uniform",
     "train.league.share=0.5", "train.league.eval_every=2", "train.league.eval_games=2", "train.league.bootstrap=20",
     "game.invalid.mode=na",
@@ -29,13 +29,13 @@ def test_bots_are_league_members_drawn_and_rated(tiny_model: Path, tmp_path: Pat
     cfg = load_config(ROOT / "arena/games/openspiel/kuhn.yaml", [f"policies.learner.model={tiny_model}", *SETS])
     trainer = Trainer(cfg, tmp_path / "run")
     rows = trainer.run()
-    names = [m.name for m in trainer.league.members]  # type: ignore[union-attr]
+    names = [m.name for m in trainer.feature("league").members]  # type: ignore[union-attr]
     assert names[:3] == ["base", "scripted:cfr", "scripted:random"] and "step_000002" in names
     state = json.loads((tmp_path / "run" / "checkpoints" / "step_000002" / "league" / "state.json").read_text())
     assert {"scripted:cfr", "scripted:random"} <= {m["name"] for m in state["members"]}
     rated = rows[-1]
     assert "league/rating" in rated and rated["league/pool_size"] >= 4
-    opponents = [t for ep in trainer.league.runner.play(trainer.league.assign(3, trainer.specs(3))) for t in ep.turns  # type: ignore[union-attr]
+    opponents = [t for ep in trainer.feature("league").runner.play(trainer.feature("league").assign(3, trainer.specs(3))) for t in ep.turns  # type: ignore[union-attr]
                  if t.policy == "league"]
     assert opponents  # a drawn member plays seats in training games
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.loop.canary import FLOAT32_MAX_GAP
+from arena.loop.components.canary import FLOAT32_MAX_GAP
 from forked_runs import digit_model
 from test_chaos import assert_same_metrics, metrics
 from test_league import tiny_model  # noqa: F401  (the fixture)
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = [
     "policies.learner.sampling.max_new_tokens=4", "policies.learner.device=cpu:0", "game.max_bid=10000",
     "train.games_per_step=2", "train.steps=2", "train.checkpoint_every=1", "train.plot=false", "learner.lr=3e-2",
-    "train.save_episodes=false", "learner.lora.r=4", "learner.lora.target_modules=[q_proj, v_proj, up_proj, down_proj]",
+    "train.episodes.save=false", "learner.lora.r=4", "learner.lora.target_modules=[q_proj, v_proj, up_proj, down_proj]",
 ]
 
 
@@ -125,7 +125,7 @@ def _train_builtin(tmp_path: Path, policy: dict) -> Path:
         "policies": {"learner": {"model": "smollm2-135m", "trainable": True, "sampling": {"max_new_tokens": 12}, **policy}},
         "runner": {"num_envs": 2, "progress": False},
         "learner": {"lr": 1e-3, "lora": {"r": 8}},
-        "train": {"steps": 2, "games_per_step": 2, "checkpoint_every": 2, "plot": False, "save_episodes": False,
+        "train": {"steps": 2, "games_per_step": 2, "checkpoint_every": 2, "plot": False, "episodes": {"save": False},
                   "loggers": []},
     }
     (tmp_path / "lowest.yaml").write_text(json.dumps(cfg))  # JSON is YAML

@@ -156,7 +156,7 @@ game:
 policies:
   learner: {model: smollm2-135m, trainable: true, backend: hf, sampling: {max_new_tokens: 4}}
 runner: {num_envs: 2, progress: false}
-train: {steps: 1, games_per_step: 2, checkpoint_every: 1, plot: false, save_episodes: false}
+train: {steps: 1, games_per_step: 2, checkpoint_every: 1, plot: false, episodes: {save: false}}
 """
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.loop.canary import FLOAT32_MAX_GAP, StaleWeights
+from arena.loop.components.canary import FLOAT32_MAX_GAP, StaleWeights
 from arena.loop.config import load_config
 from arena.loop.trainer import Trainer, seed_everything
 from vllm_server import free_port
@@ -86,7 +86,7 @@ def write_config(path: Path, url: str) -> Path:
                                  "sampling": {"max_new_tokens": 12}}},
         "runner": {"num_envs": 2, "progress": False},
         "learner": {"lr": 1e-4},
-        "train": {"steps": 3, "games_per_step": 2, "checkpoint_every": 3, "plot": False, "save_episodes": False,
+        "train": {"steps": 3, "games_per_step": 2, "checkpoint_every": 3, "plot": False, "episodes": {"save": False},
                   "loggers": []},
     }
     path.write_text(json.dumps(cfg))  # JSON is YAML

@@ -164,7 +164,7 @@ def test_a_league_of_two_policies_draws_each_seats_past_from_its_own_pool(tiny_m
     torch.set_num_threads(1)
     straight = make(tiny_model_dir, tmp_path / "straight", *LEAGUE)
     straight.run()
-    league = straight.league
+    league = straight.feature("league")
     names = [m.name for m in league.members]
     assert names == ["p0/base", "p1/base", "p0/step_000003", "p1/step_000003"], names  # pool_size 1: the newest
     pool = tmp_path / "straight" / "league" / "pool"

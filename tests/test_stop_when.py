@@ -1,4 +1,4 @@
-"""train.stop_when (arena/loop/stop.py, issue #34): one-line config errors at start-up (exit 2), and a real
+"""train.stop_when (arena/loop/components/stop.py, issue #34): one-line config errors at start-up (exit 2), and a real
 run on a tiny model that stops, checkpoints and says why. The decision's hand cases:
 tests/arena/test_stop_values.py."""
 
@@ -80,7 +80,7 @@ def test_tiny_model_run_stops_checkpoints_and_says_why(tiny_model_dir: Path, tmp
 
     cfg = load_config(KUHN, [f"policies.learner.model={tiny_model_dir}", "runner.num_envs=2", "runner.progress=false",
                              "train.games_per_step=2", "train.steps=6", "train.checkpoint_every=4", "train.plot=false",
-                             "train.loggers=[]", "train.sync_canary_max_gap=null",
+                             "train.loggers=[]", "train.canary.max_gap=null",
                              "train.evals=[{name: exploitability, kind: exact, every: 2}]",
                              "train.stop_when=[{metric: exploitability/exploitability, '<=': 0.0}, "
                              "{metric: exploitability/exploitability_uniform, patience: 1, mode: min}]"])

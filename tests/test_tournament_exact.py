@@ -49,8 +49,8 @@ def test_exact_fit_orders_three_players_by_their_results() -> None:
 
 @pytest.mark.parametrize(("args", "says"), [
     ([KUHN, "--set", "game.game=tic_tac_toe"], "--exact: tic_tac_toe() has more than 20000 information states"),
-    ([str(ROOT / "arena/games/spy/spy.yaml")], "--exact: exact head-to-head values are for OpenSpiel games small "
-     "enough to enumerate (game.name: openspiel, e.g. kuhn_poker, leduc_poker); 'spy' is not one"),
+    ([str(ROOT / "arena/games/spy/spy.yaml")], "--exact: exact head-to-head values are for games small enough to "
+     "enumerate (an arena.exact.ExactGame: game.name: openspiel, e.g. kuhn_poker, leduc_poker); 'spy' is not one"),
 ])
 def test_a_game_that_cannot_be_enumerated_is_one_line(args: list[str], says: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:

@@ -1,4 +1,4 @@
-"""Experiment trackers (arena/loop/loggers.py): a real tiny training run logs to TensorBoard, wandb
+"""Experiment trackers (arena/loop/components/loggers.py): a real tiny training run logs to TensorBoard, wandb
 (offline) and mlflow (a file store in the run folder), and each holds the numbers of metrics.jsonl,
 read back with the trackers' own readers (wandb's run file is read record by record with wandb's own
 protobuf messages). Bad names and missing packages: one line at start-up, exit 2, before any model loads."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from arena.cli import run_cli
-from arena.loop.loggers import code_version, mlflow_key, scalars
+from arena.loop.components.loggers import code_version, mlflow_key, scalars
 from forked_runs import digit_model
 from test_league import tiny_model  # noqa: F401  (the fixture)
 from tolerance import approx32
@@ -22,7 +22,7 @@ from tolerance import approx32
 ROOT = Path(__file__).resolve().parents[1]
 SETS = [
     "policies.learner.sampling.max_new_tokens=4", "game.max_bid=10000", "train.games_per_step=2", "train.steps=3",
-    "train.checkpoint_every=3", "train.plot=false", "learner.lr=1e-3", "train.save_episodes=false",
+    "train.checkpoint_every=3", "train.plot=false", "learner.lr=1e-3", "train.episodes.save=false",
     "runner.progress=false", "train.loggers=[tensorboard,wandb,mlflow]",
 ]
 
@@ -168,7 +168,7 @@ def test_tensorboard_holds_the_metrics(tracked_run: Path) -> None:
 
 def test_the_viewer_plays_with_a_run_config_that_records_the_code_version(tmp_path: Path) -> None:
     from arena.loop.config import load_config
-    from arena.loop.trainer import resolved_config
+    from arena.loop.config import resolved_config
     from arena.view.play import PlayHost
 
     cfg = load_config(ROOT / "examples/sealed_bid.yaml")

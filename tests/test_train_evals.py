@@ -1,4 +1,4 @@
-"""Evaluation inside training (arena/loop/evals.py, ``train.evals``).
+"""Evaluation inside training (arena/loop/components/evals.py, ``train.evals``).
 
 The runs train examples/sealed_bid.py in-process with the real Trainer and runner on the
 tiny randomly initialised model with a digit-writing head (tests/forked_runs.py), so bids
@@ -18,7 +18,7 @@ from arena.cli import run_cli
 from arena.core.errors import ConfigError
 from arena.core.types import read_jsonl
 from arena.loop.config import load_config
-from arena.loop.evals import EvalSpec, ReseededPolicy, eval_row, is_due
+from arena.loop.components.evals import EvalSpec, ReseededPolicy, eval_row, is_due
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
 from arena.stats.heldout import held_out_seeds
 from forked_runs import digit_model
@@ -73,7 +73,7 @@ def test_household_configs_evaluate_in_domain_and_held_out_worlds() -> None:
             assert e.set == {"game.split": "eval", "game.task_types": key}
             assert (e.every or cfg.train.checkpoint_every) in (cfg.train.checkpoint_every, cfg.train.steps)
             assert 2 <= e.games <= 8
-        from arena.loop.evals import eval_settings
+        from arena.loop.components.evals import eval_settings
 
         settings = eval_settings(cfg.game.cls, cfg.game.settings, evals["held_out"])
         assert (settings.split, settings.task_types, settings.attempts) == ("eval", "held_out", cfg.game.settings.attempts)

@@ -27,7 +27,8 @@ import pytest
 
 from arena.loop.config import load_config
 from arena.runner import EpisodeSpec, Runner, SeatMap
-from arena.loop.trainer import episode_summary, resolved_config
+from arena.loop.config import resolved_config
+from arena.loop.trainer import episode_summary
 from arena.core.types import Episode, Sample, Turn
 from arena.view import render
 from arena.view.record import EpisodeLog, match_samples, step_file
@@ -102,7 +103,7 @@ def test_the_disk_cap_stops_saving(tmp_path: Path, capsys: pytest.CaptureFixture
     log = EpisodeLog(tmp_path, 1e-6, None, "me")
     assert log.write(1, [ep], []) is not None  # the first file always fits an empty folder
     assert log.write(2, [ep], []) is None and not step_file(tmp_path, 2).exists()
-    assert "episodes_max_mb" in capsys.readouterr().err
+    assert "episodes.max_mb" in capsys.readouterr().err
 
 
 def test_mask_runs_mark_only_the_masked_span() -> None:

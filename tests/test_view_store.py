@@ -36,7 +36,7 @@ def test_store_lists_the_evaluation_games_apart_from_training(tmp_path: Path) ->
                     SeatMap({"*": "bot"}), state=cfg.game.make_env().make_state())
     held_out = runner.play([EpisodeSpec(seed=9_000 + i) for i in range(3)])
     (tmp_path / "evals" / "wide").mkdir(parents=True)
-    write_jsonl(held_out, tmp_path / "evals" / "wide" / "step_000002.jsonl.gz")  # as arena/loop/evals.py saves them
+    write_jsonl(held_out, tmp_path / "evals" / "wide" / "step_000002.jsonl.gz")  # as arena/loop/components/evals.py saves them
     store = RunStore(tmp_path)
     rows = store.rows()
     assert [(r.step, r.source) for r in rows] == [(1, "train")] * 2 + [(2, "train")] * 2 + [(2, "eval:wide")] * 3

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from arena.core.errors import ConfigError
-from arena.loop.canary import FLOAT32_MAX_GAP, StaleWeights
+from arena.loop.components.canary import FLOAT32_MAX_GAP, StaleWeights
 from arena.loop.config import load_config
 from arena.policies.base import SamplingParams
 from arena.runner import EpisodeSpec, Runner, SeatMap, fixed_sampling, play_one_at_a_time
@@ -170,8 +170,8 @@ def bid_config(tmp_path: Path, model: Path, *sets: str) -> Any:
         "runner": {"num_envs": 4, "progress": False},
         "learner": {"lr": 3e-2, "lora": {"r": RANK, "alpha": 8.0, "target_modules": ["q_proj", "v_proj", "up_proj",
                                                                                        "down_proj"]}},
-        "train": {"steps": 2, "games_per_step": 4, "checkpoint_every": 10, "plot": False, "save_episodes": False,
-                  "loggers": [], "evals": [], "sync_canary_samples": 2},
+        "train": {"steps": 2, "games_per_step": 4, "checkpoint_every": 10, "plot": False, "episodes": {"save": False},
+                  "loggers": [], "evals": [], "canary": {"samples": 2}},
     }
     path = tmp_path / "bid.yaml"
     path.write_text(json.dumps(cfg))  # JSON is YAML
@@ -255,7 +255,7 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
         "policies": {"learner": policy},
         "runner": {"num_envs": 4, "progress": False},
         "learner": {"lr": 3e-2, "lora": {"r": RANK, "alpha": 8.0, "target_modules": ["q_proj", "v_proj"]}},
-        "train": {"steps": 3, "games_per_step": 4, "checkpoint_every": 1, "plot": False, "save_episodes": False,
+        "train": {"steps": 3, "games_per_step": 4, "checkpoint_every": 1, "plot": False, "episodes": {"save": False},
                   "loggers": [], "evals": [], "league": {"enabled": True, "pool_size": 2, "share": 0.34,
                                                          "sampler": "latest", "eval_every": 3, "eval_games": 3,
                                                          "bootstrap": 10}},
@@ -265,7 +265,7 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
     seed_everything(config.train.seed)
     trainer = Trainer(config, tmp_path / "run")
     engine = trainer.trained[0].generator.engine
-    assert engine.max_loras == 1 + 2 and trainer.league.together
+    assert engine.max_loras == 1 + 2 and trainer.feature("league").together
     ticks = []
     real_tick = Runner._tick
     monkeypatch.setattr(Runner, "_tick", lambda self, live: (ticks.append(1), real_tick(self, live))[1])
@@ -273,7 +273,7 @@ def test_league_members_are_adapters_on_the_trainable_engine(digits: Path, tmp_p
     trainer.run()
     assert engine.generate_calls == len(ticks) == len(calls)
     assert trainer.runner.policies["league"].engine is engine
-    members = [m.name for m in trainer.league.members]
+    members = [m.name for m in trainer.feature("league").members]
     assert members == ["base", "step_000002", "step_000003"], members  # pool_size 2, after the step-3 save
     trained = {n for c in calls for n in c if n.startswith("learner-")}
     assert any(c & trained and any(n.startswith("league-") for n in c) for c in calls), "opponent served apart"

@@ -1,4 +1,4 @@
-"""The warm start (arena/loop/warm_start.py): config errors, demonstrations, exact resume.
+"""The warm start (arena/loop/components/warm_start.py): config errors, demonstrations, exact resume.
 
 The model is tests/test_league.py's randomly initialised 2-layer model with SmolLM2's real
 tokenizer, so the token checks are on the built-in tokenizer and the runs take seconds.
@@ -17,7 +17,7 @@ import torch
 from arena.core.errors import ConfigError
 from arena.core.types import Episode, Turn, write_jsonl
 from arena.loop.config import load_config
-from arena.loop.warm_start import batch_indices, demonstrations, episode_turns, play_bots, read_pairs, tokenize
+from arena.loop.components.warm_start import batch_indices, demonstrations, episode_turns, play_bots, read_pairs, tokenize
 from arena.policies.base import chat_prompt_ids
 from test_league import tiny_model  # noqa: F401  (the fixture)
 
@@ -26,8 +26,8 @@ SPY = ROOT / "arena/games/spy/spy.yaml"
 SETS = [
     "policies.learner.backend=hf", "policies.learner.dtype=float32", "policies.learner.sampling.max_new_tokens=256",
     "learner.param_dtype=float32", "runner.num_envs=2", "runner.progress=false", "train.games_per_step=2",
-    "train.steps=1", "train.plot=false", "train.loggers=[]", "train.save_episodes=false",
-    "train.sync_canary_max_gap=null",
+    "train.steps=1", "train.plot=false", "train.loggers=[]", "train.episodes.save=false",
+    "train.canary.max_gap=null",
 ]
 BOTS = "train.warm_start={source: bots, games: 3, batch_size: 4, steps: 4, checkpoint_every: 2, lr: 1.0e-3}"
 
@@ -134,18 +134,18 @@ def test_an_interrupted_warm_start_resumes_to_the_same_weights(tiny_model: Path,
     cfg = load_config(SPY, sets)
     seed_everything(0)
     whole = Trainer(cfg, tmp_path / "whole")
-    whole.warm.run(whole)
-    assert whole.warm.done and not whole.learner.optimizer.state  # moments cleared for self-play
+    whole.feature("warm_start").run(whole)
+    assert whole.feature("warm_start").done and not whole.learner.optimizer.state  # moments cleared for self-play
     rows = [json.loads(r) for r in (tmp_path / "whole/warm_start.jsonl").read_text().splitlines()]
     assert [r["warm_step"] for r in rows] == [1, 2, 3, 4] and rows[-1]["nll"] < rows[0]["nll"]
     seed_everything(0)
     cut = Trainer(cfg, tmp_path / "cut")
-    cut.warm.run(cut, until=3)  # checkpoint at step 2; step 3 is lost with the process
+    cut.feature("warm_start").run(cut, until=3)  # checkpoint at step 2; step 3 is lost with the process
     del cut
     seed_everything(0)
     resumed = Trainer(cfg, tmp_path / "cut", resume=tmp_path / "cut")
-    assert resumed.warm.step == 2 and not resumed.warm.done
-    resumed.warm.run(resumed)
+    assert resumed.feature("warm_start").step == 2 and not resumed.feature("warm_start").done
+    resumed.feature("warm_start").run(resumed)
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "cut")
     assert all(torch.equal(a[k], b[k]) for k in a)
     before = Trainer(cfg, tmp_path / "fresh").learner.module.state_dict()

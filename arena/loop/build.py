@@ -1,61 +1,40 @@
-"""Assembly: the one place that turns a validated config into policies, a runner and game state.
+"""Building: policies, learners, the runner and the components, from a config and its plan.
 
-``policies/`` knows nothing of configs and ``learners/`` owns no training loop;
-this module reads :class:`~arena.loop.config.ArenaConfig` and builds the parts the
-CLIs (train, play, eval, tournament) share:
+The CLIs (play, eval, tournament) build a policy table and a runner from a validated config:
 
-* :func:`build_policies`: the policy table, restricted to the names a run
-  uses. Scripted bots are checked first, so a typo fails before a model loads.
-  Frozen transformers models are loaded once per (model, dtype, device) in a
-  :class:`ModelStore`; the same object serves every seat that uses it and,
-  through :func:`reference_model`, the learner's KL reference.
+* :func:`build_policies`: the policy table, restricted to the names a run uses. Scripted bots are
+  made first, so a typo fails before a model loads. Frozen transformers models are loaded once per
+  (model, dtype, device) in a :class:`~arena.policies.factory.ModelStore`; the same object serves
+  every seat that uses it and, through :func:`reference_model`, the learner's KL reference.
 * :func:`sampling_table`: (policy, phase) -> sampling settings.
-* :func:`build_runner`: the batched runner with the seat map, sampling and the
-  game's cross-episode state.
+* :func:`build_runner`: the batched runner with the seat map, sampling and the game's state.
+
+Training adds :func:`build_trainer`: the second phase of assembly. It takes the run's resolved
+:class:`~arena.loop.plan.Plan` and makes the objects: the policies, one :class:`Trained` unit per
+trainable policy (its learner, estimator states and adapter sync), the game's state and runner, then
+each registered component (arena/loop/components/), which decides for itself whether the run uses it.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arena.core.distributed import SINGLE, Dist
 from arena.core.errors import ConfigError
 from arena.core.game import GameState
-from arena.runner import Runner, SamplingFn, SeatMap
+from arena.loop.plan import Plan, portable_model_name, resolve, used_policies  # noqa: F401 - used_policies re-exported
 from arena.policies.base import Policy, SamplingParams
-from arena.policies.config import HumanSpec, ModelPolicySpec, RewardModelSpec, ScriptedSpec, shorthand_policy
+from arena.policies.config import ModelPolicySpec, ScriptedSpec
+from arena.policies.factory import (  # noqa: F401 - re-exported: their home was here
+    ModelStore, engine_policy, frozen_adapter_engines, group_engine, make_model_policy, make_policy,
+)
+from arena.runner import Runner, SamplingFn, SeatMap
 
 if TYPE_CHECKING:  # annotations only: the config imports the parts' models, not this assembly
     from arena.loop.config import ArenaConfig
-
-
-@dataclass
-class ModelStore:
-    """Transformers models loaded once per (resolved model, dtype, device) and shared."""
-
-    models: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict)
-    # Trainable policies' shared base (learner.lora.shared_base): its peft model of named adapters, by id(base).
-    adapters: dict[int, Any] = field(default_factory=dict)
-
-    def get(self, name: str, dtype: str, device: str) -> tuple[Any, Any]:
-        from arena.core.models import load_causal_lm, resolve_model
-
-        key = (resolve_model(name), dtype, device)
-        if key not in self.models:
-            model, tokenizer = load_causal_lm(name, dtype=dtype, device=device)
-            model.requires_grad_(False)
-            self.models[key] = (model, tokenizer)
-        return self.models[key]
-
-
-def used_policies(cfg: ArenaConfig, seats: Iterable[str] = ()) -> list[str]:
-    """Policy names the seat table (and ``seats`` of extra seat maps) name, plus the trainable one."""
-    names = list(dict.fromkeys([*cfg.seat_table().values(), *seats]))
-    if cfg.trainable and cfg.trainable not in names:
-        names.append(cfg.trainable)
-    return names
 
 
 def build_policies(
@@ -63,10 +42,10 @@ def build_policies(
     share: Mapping[str, str] | None = None, played_only: bool = False, **hf_kwargs: Any
 ) -> dict[str, Policy]:
     """Policies by name for ``names`` (default: those the config uses). ``share``: trainable policy -> the
-    name of its group of LoRA policies over one base (:func:`arena.loop.assemble.shared_bases`); a group's
+    name of its group of LoRA policies over one base (:func:`arena.loop.plan.shared_bases`); a group's
     hf policies all run on the model its first built one loads. Frozen vLLM policies over one base, some of
-    them adapters, share one engine (:func:`frozen_adapter_engines`); ``played_only`` (evaluation: nothing
-    trains) counts every policy as frozen."""
+    them adapters, share one engine (:func:`~arena.policies.factory.frozen_adapter_engines`); ``played_only``
+    (evaluation: nothing trains) counts every policy as frozen."""
     names = list(names) if names is not None else used_policies(cfg)
     store = store or ModelStore()
     specs = {}
@@ -84,146 +63,28 @@ def build_policies(
     share = share or {}
     bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
     policies: dict[str, Policy] = {}
-    for name, spec in specs.items():  # bots first: a typo fails before any model loads
-        if isinstance(spec, ScriptedSpec):
-            policies[name] = scripted_policy(cfg, spec, name, field=f"policies.{name}.bot")
+    ordered = sorted(specs, key=lambda n: not isinstance(specs[n], ScriptedSpec))  # bots first: a typo fails first
     engines = frozen_adapter_engines({n: s for n, s in specs.items() if n not in share}, played_only)
-    for name, spec in specs.items():
-        if isinstance(spec, HumanSpec):
-            from arena.policies.human import HumanPolicy
-
-            policies[name] = HumanPolicy()
-        elif isinstance(spec, RewardModelSpec):
-            from arena.policies.reward_model import RewardModelPolicy
-
-            from arena.policies.hardware import resolve_dtype
-
-            policies[name] = RewardModelPolicy(
-                spec.model, dtype=resolve_dtype(spec.dtype, spec.device), device=spec.device, max_batch_size=spec.max_batch_size,
-                max_length=spec.max_length, label_index=spec.label_index, name=name,
-            )
-        elif isinstance(spec, ModelPolicySpec):
-            # A LoRA learner hands a vLLM generator its adapter alone: the engine must reserve the rank.
-            lora = cfg.learner.lora.r if cfg.learner.lora is not None and spec.trainable else None
-            base = bases.get(share[name]) if name in share else None
-            if name in engines:
-                policies[name] = engine_policy(spec, name, engines[name])
-                continue
-            policies[name] = make_model_policy(spec, name, store, lora_rank=lora, base=base, **hf_kwargs)
-            if name in share:
-                bases.setdefault(share[name], policies[name])
-    return policies
-
-
-def frozen_adapter_engines(specs: Mapping[str, Any], played_only: bool = False) -> dict[str, Any]:
-    """One vLLM engine for the frozen vLLM policies over one base when any of them is a LoRA adapter (an
-    adapter checkpoint: a tournament's or ``arena.eval``'s players): policy -> its engine. ``played_only``:
-    trainable policies count too (nothing trains).
-    Policies group by (base model, dtype); a group needs two members or more, one an adapter. The engine
-    takes the group's first member's settings, the largest context and KV cache, LoRA of the largest
-    adapter rank and a slot per adapter; each policy then serves its own adapter (or the base) on it, and
-    the runner asks them in one generate call a tick (arena/policies/vllm.py)."""
-    from arena.core.models import resolve_model
-    from arena.policies.vllm import adapter_info
-
-    groups: dict[tuple[str, str], list[tuple[str, ModelPolicySpec, tuple[str, int] | None]]] = {}
-    for name, spec in specs.items():
-        if isinstance(spec, ModelPolicySpec) and spec.backend == "vllm" and (played_only or not spec.trainable):
-            model = resolve_model(spec.model)
-            fixed = adapter_info(model)
-            base = resolve_model(fixed[0]) if fixed is not None else model
-            groups.setdefault((base, spec.resolved_dtype), []).append((name, spec, fixed))
-    out: dict[str, Any] = {}
-    for members in groups.values():
-        ranks = [fixed[1] for _, _, fixed in members if fixed is not None]
-        if len(members) < 2 or not ranks:
+    for name in ordered:
+        spec = specs[name]
+        if name in engines:
+            policies[name] = engine_policy(spec, name, engines[name])
             continue
-        engine = group_engine(base, [spec for _, spec, _ in members], max(ranks), len(ranks))
-        out |= {name: engine for name, _, _ in members}
-    return out
-
-
-def group_engine(model: str, specs: Sequence[ModelPolicySpec], lora_rank: int | None, max_loras: int) -> Any:
-    """One vLLM engine over ``model`` for a group of policies: the first one's settings and dtype, the group's
-    largest context and KV cache, LoRA of ``lora_rank`` with ``max_loras`` adapter slots."""
-    from arena.policies.vllm import VLLMEngine
-
-    first = specs[0]
-    return VLLMEngine(
-        model, dtype=first.resolved_dtype, max_model_len=max(s.max_model_len or 2048 for s in specs),
-        gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
-        enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
-        lora_rank=lora_rank, max_loras=max_loras,
-    )
-
-
-def engine_policy(spec: ModelPolicySpec, name: str, engine: Any) -> Policy:
-    """Policy ``name`` served on a shared vLLM ``engine``: its own adapter (an adapter folder) or the base."""
-    from arena.policies.vllm import VLLMPolicy
-
-    return VLLMPolicy(spec.model, name=name, seeded=spec.seeded_sampling, overflow=spec.overflow, engine=engine)
+        # A LoRA learner hands a vLLM generator its adapter alone: the engine must reserve the rank.
+        trains = isinstance(spec, ModelPolicySpec) and spec.trainable
+        lora = cfg.learner.lora.r if cfg.learner.lora is not None and trains else None
+        policies[name] = make_policy(spec, name, store, cfg.game.cls, lora_rank=lora,
+                                     base=bases.get(share[name]) if name in share else None, **hf_kwargs)
+        if name in share:
+            bases.setdefault(share[name], policies[name])
+    return {name: policies[name] for name in specs}
 
 
 def scripted_policy(cfg: ArenaConfig, spec: ScriptedSpec, name: str, field: str) -> Policy:
     """The game's scripted bot ``spec.bot``; an unknown bot is a one-line error naming ``field``."""
-    from arena.policies.scripted import ScriptedPolicy, make_bot
+    from arena.policies.factory import scripted_policy as make
 
-    try:
-        return ScriptedPolicy(make_bot(cfg.game.cls, spec.bot), name=name)
-    except ValueError as e:
-        raise ConfigError(f"{field}: {e}") from None
-
-
-def league_policy(cfg: ArenaConfig, spec: ModelPolicySpec | str, name: str) -> Policy:
-    """A league member's policy: a checkpoint's model spec, or a ``scripted:<bot>`` (``train.league.bots``)."""
-    if isinstance(spec, str):
-        bot = shorthand_policy(spec)
-        if not isinstance(bot, ScriptedSpec):
-            raise ConfigError(f"train.league.bots: {spec!r} is not a scripted opponent; write scripted:<bot>")
-        return scripted_policy(cfg, bot, name, field="train.league.bots")
-    return make_model_policy(spec, name, ModelStore())
-
-
-def make_model_policy(
-    spec: ModelPolicySpec, name: str, store: ModelStore, lora_rank: int | None = None, base: Any = None, **kwargs: Any
-) -> Policy:
-    """The configured generation backend for one model policy. ``lora_rank``: a vLLM engine that will
-    be handed LoRA adapters of this rank (the trainable policy of a ``learner.lora`` run). ``base``: an
-    hf policy whose model and tokenizer this one runs on (adapters on a shared base)."""
-    if spec.backend == "hf":
-        from arena.policies.hf import HFPolicy
-
-        model: Any = spec.model
-        tokenizer = None
-        if base is not None:
-            model, tokenizer = base.model, base.tokenizer
-        elif not spec.trainable:  # frozen weights: one shared copy per (model, dtype, device)
-            model, tokenizer = store.get(spec.model, spec.resolved_dtype, spec.device)
-        return HFPolicy(
-            model, tokenizer=tokenizer, dtype=spec.resolved_dtype, device=spec.device, max_batch_size=spec.max_batch_size,
-            max_batch_tokens=spec.max_batch_tokens, name=name, max_model_len=spec.max_model_len,
-            overflow=spec.overflow, prefix_sharing=spec.prefix_sharing, reuse_prefix=True, **kwargs,
-        )
-    if spec.backend == "vllm":
-        from arena.policies.vllm import VLLMPolicy
-
-        return VLLMPolicy(
-            spec.model, dtype=spec.resolved_dtype, max_model_len=spec.max_model_len or 2048,
-            gpu_memory_utilization=spec.gpu_memory_utilization, tensor_parallel_size=spec.tensor_parallel_size,
-            enable_sleep_mode=spec.enable_sleep_mode, name=name, kv_cache_gb=spec.kv_cache_gb,
-            seeded=spec.seeded_sampling, overflow=spec.overflow, lora_rank=lora_rank,
-        )
-    from arena.policies.openai import OpenAIPolicy
-
-    if spec.base_url is None:  # the spec's validator already requires it
-        raise ConfigError(f"policies.{name}.base_url: backend 'openai' needs base_url")
-    key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-    return OpenAIPolicy(
-        spec.base_url, spec.model, api=spec.api, api_key=key, timeout_s=spec.timeout_s, retries=spec.retries,
-        backoff_s=spec.backoff_s, name=name, max_model_len=spec.max_model_len, overflow=spec.overflow,
-        weights_dir=(spec.weights_dir or "") if spec.sync_weights else None,  # "": a fresh folder
-        nccl_address=spec.nccl_address if spec.weights_transport == "nccl" else None,
-    )
+    return make(cfg.game.cls, spec, name, field)
 
 
 def sampling_table(cfg: ArenaConfig) -> SamplingFn:
@@ -278,3 +139,157 @@ def build_runner(
         progress=cfg.runner.progress if progress is None else progress,
         state=state,
     )
+
+
+# ------------------------------------------------------------------ training
+@dataclass
+class Trained:
+    """One trainable policy and what it owns: its generator, learner, samples' estimator states and weight
+    sync. A run trains one per ``trainable: true`` policy, each on its own seats' turns only."""
+
+    name: str
+    generator: Any  # the policy's generation backend (one of the run's ``policies``)
+    tokenizer: Any
+    learner: Any
+    adapter_sync: AdapterFolders | None  # LoRA with a vLLM generator: adapter folders, else None
+    estimator_states: Any
+    pushed: int | None = None  # the learner version the generator holds (Learner.version); None: never pushed
+
+
+@dataclass
+class Built:
+    """What a :class:`~arena.loop.trainer.Trainer` runs: every object it needs, built from the plan."""
+
+    policies: dict[str, Any]
+    trained: list[Trained]  # one per trainable policy, the config's first trainable policy first
+    schedule: Any
+    probe_env: Any  # an env of the game: computes the step metrics
+    runner: Any
+    components: Any  # arena.loop.component.Components: the features this run uses
+
+
+def build_trainer(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE) -> Built:
+    """Every part of a training run: the plan and its checks first (no model loaded), then the policies
+    (bots before models), the learners, the game's state and runner, and the components."""
+    from arena.learners.schedule import make_schedule
+    from arena.loop.component import Components, Parts
+    from arena.loop.components import COMPONENTS
+
+    plan = resolve(cfg, run_dir, resume, dist)
+    policies, store = plan_policies(plan)
+    bases: dict[tuple[str, str, str], Any] = {}  # the learners' shared bases (vLLM groups)
+    trained = [build_trained(plan, name, policies, store, bases) for name in cfg.trainables]
+    env = cfg.game.make_env()
+    state = env.make_state()
+    runner = build_runner(cfg, policies, state=state)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    parts = Parts(policies=policies, trained=trained, runner=runner, probe_env=env, state=state,
+                  sampling=runner.sampling, run_dir=run_dir, dist=dist, resume=resume)
+    built = [c.build(plan, parts) for c in COMPONENTS]
+    phases = list(dict.fromkeys(p for t in trained for p in t.learner.cfg.estimators))
+    return Built(policies=policies, trained=trained, schedule=make_schedule(cfg.train.schedule, phases), probe_env=env,
+                 runner=runner, components=Components([c for c in built if c is not None]))
+
+
+def plan_policies(plan: Plan) -> tuple[dict[str, Any], ModelStore]:
+    """The run's policy table: vLLM adapters over one base on one engine each group, the rest one by one."""
+    store = ModelStore()
+    served = {n for members in plan.engines.values() for n in members}
+    built = build_policies(plan.cfg, [n for n in plan.names if n not in served], store=store, share=plan.share)
+    for members in plan.engines.values():
+        built |= group_engine_policies(plan, members)
+    return {n: built[n] for n in plan.names}, store
+
+
+def group_engine_policies(plan: Plan, members: list[str]) -> dict[str, Any]:
+    """One vLLM engine for a group of :attr:`Plan.engines` and one policy per member on it, each with its own
+    adapter (from the first update on; the base until then). The engine takes its first member's settings,
+    the largest context and KV cache of the group, LoRA of the largest rank, and a slot (``max_loras``) per
+    member, plus the league's members served as adapters."""
+    from arena.core.models import resolve_model
+    from arena.policies.vllm import adapter_info
+
+    specs: list[ModelPolicySpec] = [plan.cfg.policies[n] for n in members]  # type: ignore[misc]
+    first = specs[0]
+    fixed = adapter_info(resolve_model(first.model))  # a policy that starts from an adapter: its base
+    ranks = [plan.learners[n].lora.r for n in members]
+    engine = group_engine(fixed[0] if fixed else first.model, specs, max(ranks + [fixed[1]] if fixed else ranks),
+                          len(members) + plan.extra_loras)
+    return {name: engine_policy(spec, name, engine) for name, spec in zip(members, specs, strict=True)}
+
+
+def build_learner(plan: Plan, name: str, policies: dict[str, Any], store: Any,
+                  bases: dict[tuple[str, str, str], Any] | None = None) -> tuple[Any, Any]:
+    """Trainable policy ``name``'s learner and tokenizer. An hf generator on the learner's device whose dtype
+    is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
+    master then starts from the generator's bf16 copy of the initial weights. With async rollouts
+    (k >= 1) the generator plays while the learner updates: it needs its own copy. A policy whose base
+    is shared (in ``plan.share``) trains its own named adapter on it (arena/learners/adapters.py);
+    with vLLM generators the group's learners load that base once (``bases``: (model, device, weights' dtype)
+    -> model and tokenizer)."""
+    from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
+    from arena.learners.update import Learner
+
+    generator = policies[name]
+    spec: ModelPolicySpec = plan.cfg.policies[name]  # type: ignore[assignment]
+    caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
+    learner_cfg = resolve_length_cap(plan.learners[name], max(caps))
+    if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == learner_cfg.device
+            and not plan.staleness):
+        model, tokenizer = generator.model, generator.tokenizer
+    else:
+        from arena.core.models import load_causal_lm, resolve_model
+
+        key = (resolve_model(spec.model), learner_cfg.device, learner_cfg.param_dtype)
+        if name in plan.share and bases is not None and key in bases:
+            model, tokenizer = bases[key]
+        else:
+            model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
+            if name in plan.share and bases is not None:
+                bases[key] = (model, tokenizer)
+    if name in plan.share and learner_cfg.lora is not None:
+        from arena.learners.adapters import policy_adapter
+
+        model = policy_adapter(model, name, learner_cfg.lora, store.adapters)
+    ref = reference_model(plan.cfg, policies, store, learner_cfg.device, name) if learner_cfg.beta > 0 else None
+    return Learner(model, learner_cfg, tokenizer.pad_token_id, spec.sampling.temperature, ref, plan.dist), tokenizer
+
+
+def build_trained(plan: Plan, name: str, policies: dict[str, Any], store: Any,
+                  bases: dict[tuple[str, str, str], Any] | None = None) -> Trained:
+    """Trainable policy ``name``: its learner, estimator states and adapter sync (LoRA with vLLM)."""
+    from arena.learners.estimators import EstimatorStates
+
+    generator = policies[name]
+    learner, tokenizer = build_learner(plan, name, policies, store, bases)
+    adapter_sync = None
+    if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
+        from arena.learners.lora import set_base_name
+
+        set_base_name(learner.module, portable_model_name(plan.cfg.policies[name].model))  # type: ignore[union-attr]
+        if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
+            folder = ".adapter_sync" if name == plan.cfg.trainable else f".adapter_sync/{name}"
+            adapter_sync = AdapterFolders(plan.run_dir / folder)
+        elif hasattr(learner.module, "activate"):  # an hf shared base: the generator runs this policy's adapter
+            generator.adapter = learner.module.activate
+    return Trained(name=name, generator=generator, tokenizer=tokenizer, learner=learner, adapter_sync=adapter_sync,
+                   estimator_states=EstimatorStates(learner.cfg.estimators))
+
+
+class AdapterFolders:
+    """Where a LoRA run writes each adapter version for a vLLM generator: ``<root>/v<N>``. The engine reads
+    a folder when a request first uses it (and again after an eviction), so the newest two are kept."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.version = 0
+
+    def write(self, module: Any) -> Path:
+        import shutil
+
+        self.version += 1
+        folder = self.root / f"v{self.version}"
+        shutil.rmtree(folder, ignore_errors=True)
+        module.save_pretrained(folder)
+        shutil.rmtree(self.root / f"v{self.version - 2}", ignore_errors=True)
+        return folder

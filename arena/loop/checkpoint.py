@@ -178,3 +178,22 @@ def load_state(checkpoint: Path) -> tuple[dict[str, Any], dict[str, Any], dict[s
     optimizer = torch.load(checkpoint / "optimizer.pt", weights_only=False)
     rng = torch.load(checkpoint / "rng.pt", weights_only=False)
     return state, optimizer, rng
+
+
+def gather_ranks(dist: Any, learner: Any) -> tuple[dict[str, Any], dict[str, Callable[[Path], None]]] | None:
+    """Rank 0's optimizer state for a checkpoint and the writer of the other ranks' own (their RNG
+    states, and each rank's partition of a ZeRO optimizer) into ``ranks/rank_R.pt``; ``None`` on the
+    other ranks, which hand theirs to rank 0 and wait for the save."""
+    from arena.core.distributed import barrier, gather_to_main
+
+    optimizer = learner.state_dict()
+    if not dist.active:
+        return optimizer, {}
+    parts = gather_to_main(dist, {"rng": rng_state(), **(optimizer if learner.partitioned else {})})
+    if not dist.main:
+        barrier(dist)
+        return None
+    ranks = parts or []
+    if learner.partitioned:
+        optimizer = {"optimizer": [r.pop("optimizer") for r in ranks]}
+    return optimizer, {"ranks": lambda folder: [torch.save(r, folder / f"rank_{i}.pt") for i, r in enumerate(ranks) if i]}

@@ -8,15 +8,17 @@ runs them in order; :func:`arena.loop.config.parse_config` calls it on every con
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from arena.core.errors import ConfigError, format_validation_error
-from arena.loop.stop import check_stop_when
-from arena.loop.warm_start import check_warm_start
+from arena.core.errors import format_validation_error
+
+from arena.core.errors import ConfigError
 from arena.learners.schedule import schedule_phases
+from arena.loop.example_games import example_episode
 from arena.policies.config import ModelPolicySpec, shorthand_policy
 
 if TYPE_CHECKING:
@@ -24,8 +26,12 @@ if TYPE_CHECKING:
 
 
 def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
-    """Cross-checks between sections and against what the game declares (one line each)."""
+    """Cross-checks between sections and against what the game declares (one line each); each component's own
+    checks (arena/loop/components/) run after them, against the game's env."""
+    from arena.loop.components import COMPONENTS
+
     check_policy_learners(cfg, origin)
+    check_policy_names(cfg, origin)
     for pattern, name in cfg.seats.items():
         if name not in cfg.policies and shorthand_policy(name) is None:
             known = ", ".join([*cfg.policies, "human", "scripted:<bot>"])
@@ -35,41 +41,35 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
                           f"valid: auto, {', '.join(cfg.policies) or '(no policies)'}")
     check_bots(cfg, origin)
     check_game_policy_names(cfg, origin)
-    if cfg.train.evals:
-        from arena.loop.evals import check_evals
-
-        check_evals(cfg, origin)
-    check_models(cfg, origin)
-    if cfg.learner.lora is not None and cfg.trainable is not None:  # against the model's layers, no weights read
-        from arena.learners.lora import check_targets
-
-        check_targets(cfg.policies[cfg.trainable].model, cfg.learner.lora, f"{origin}: learner.lora.target_modules")
-    check_warm_start(cfg, origin)
-    check_eval_metrics(cfg, origin)
-    check_stop_when(cfg, origin)
+    check_models(cfg, origin, policies=False)  # the game's own models (an embedding model) before it is made
     try:
         env = cfg.game.make_env()
     except (ValueError, OSError) as e:  # a file the game reads at start-up (a skill library): one line
         raise ConfigError(f"{origin}: game: {' '.join(str(e).split())}") from None
-    for k, layout in enumerate(cfg.train.league.layouts):
-        try:  # strict at start-up; an env's reset only warns of unknown keys
-            type(env).validate_options(layout)
-        except ValidationError as e:
-            raise ConfigError(f"{origin}: {format_validation_error(e, f'train.league.layouts.{k}')}") from None
+    for component in COMPONENTS:
+        component.check(cfg, env, origin)
+    check_models(cfg, origin, game=False)
+    check_lora_targets(cfg, origin)
+    from arena.learners.checks import check_game
+
+    for name in cfg.trainables:  # what each learner asks of the game (per-observation baselines: recurring observations)
+        try:
+            check_game(cfg.game.cls, cfg.learner_for(name))
+        except ConfigError as e:
+            raise ConfigError(f"{origin}: {e}") from None
     seat_map = cfg.seat_table()
     for seat in env.possible_agents:
         if not any(fnmatch.fnmatchcase(seat, p) for p in seat_map):
             raise ConfigError(f"{origin}: seats: no pattern matches seat {seat!r}; add one (e.g. '*': learner)")
     check_choice_backends(cfg, env, origin)
     check_probes_and_metrics(cfg, env, origin)
-    if cfg.train.exact_descent:
-        from arena.loop.descent import check
-
-        check(cfg, env, origin)
     phases = tuple(getattr(env, "phases", ()) or ())
     if not phases:
         return
     named: list[tuple[str, str]] = [(f"learner.estimators.{p}", p) for p in cfg.learner.estimators]
+    for pname in cfg.trainables:  # a trainable policy's own estimators meet the same check
+        own = cfg.policies[pname].learner or {}  # type: ignore[union-attr]
+        named += [(f"policies.{pname}.learner.estimators.{p}", p) for p in own.get("estimators") or {}]
     named += [(f"train.schedule", p) for p in sorted(schedule_phases(cfg.train.schedule))]
     named += [("train.warm_start.phases", p) for p in getattr(cfg.train.warm_start, "phases", None) or ()]
     for pname, spec in cfg.policies.items():
@@ -78,6 +78,24 @@ def check_against_game(cfg: ArenaConfig, origin: str = "config") -> None:
     for where, phase in named:
         if phase not in phases:
             raise ConfigError(f"{origin}: {where}: the game has no phase {phase!r}; its phases: {', '.join(phases)}")
+
+
+#: A policy's name is a folder (``policies/<name>/`` in checkpoints) and a prefix of its logged figures.
+POLICY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+#: Names the loop gives policies of its own: the league's opponent and the seat shorthands (human, scripted:<bot>).
+RESERVED_POLICY_NAMES = ("league", "human", "scripted")
+
+
+def check_policy_names(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Each policy name is an identifier (no path, no ``scripted:`` shorthand) and none of the loop's own."""
+    for name in cfg.policies:
+        if not POLICY_NAME.match(str(name)):
+            raise ConfigError(f"{origin}: policies: {str(name)!r} is not a valid policy name; a name is a folder "
+                              "(policies/<name>/) and a log prefix: a letter or '_', then letters, digits, '_' or '-' "
+                              "(at most 64)")
+        if str(name) in RESERVED_POLICY_NAMES:
+            raise ConfigError(f"{origin}: policies.{name}: the name is reserved for the loop's own policies "
+                              f"({', '.join(RESERVED_POLICY_NAMES)}); choose another")
 
 
 def check_policy_learners(cfg: ArenaConfig, origin: str = "config") -> None:
@@ -98,6 +116,19 @@ def check_policy_learners(cfg: ArenaConfig, origin: str = "config") -> None:
             cfg.learner_for(name)
         except ValidationError as e:
             raise ConfigError(f"{origin}: {format_validation_error(e, f'policies.{name}.learner')}") from None
+
+
+def check_lora_targets(cfg: ArenaConfig, origin: str = "config") -> None:
+    """Each trainable policy's LoRA targets name layers of its model (read from its config, no weights)."""
+    from arena.learners.lora import check_targets
+
+    for name in cfg.trainables:
+        lora = cfg.learner_for(name).lora
+        if lora is None:
+            continue
+        own = "lora" in (cfg.policies[name].learner or {})  # type: ignore[union-attr]
+        where = f"policies.{name}.learner.lora.target_modules" if own else "learner.lora.target_modules"
+        check_targets(cfg.policies[name].model, lora, f"{origin}: {where}")  # type: ignore[union-attr]
 
 
 def check_trainable_seats(cfg: ArenaConfig, seats: list[str], origin: str = "config") -> None:
@@ -155,14 +186,14 @@ def check_model_name(where: str, name: str, origin: str = "config") -> None:
     # else one request to the hub), not here: validating a config (a paper's GPU recipe) needs no network.
 
 
-def check_models(cfg: ArenaConfig, origin: str = "config") -> None:
+def check_models(cfg: ArenaConfig, origin: str = "config", policies: bool = True, game: bool = True) -> None:
     """Every model path in the config (policies, reward models, the game's ``*_model`` settings) names a model
     that exists (a built-in, a local folder or a plausible hub id), before any model loads."""
-    for pname, spec in cfg.policies.items():
+    for pname, spec in cfg.policies.items() if policies else ():
         model = getattr(spec, "model", None)
         if isinstance(model, str) and getattr(spec, "backend", "hf") != "openai":
             check_model_name(f"policies.{pname}.model", model, origin)
-    for where, key, value in _settings_fields(cfg.game.settings, "game"):
+    for where, key, value in _settings_fields(cfg.game.settings, "game") if game else ():
         if isinstance(value, str) and (key == "model" or key.endswith("_model")):
             check_model_name(where, value, origin)
 
@@ -223,7 +254,7 @@ def check_probes_and_metrics(cfg: ArenaConfig, env: Any, origin: str = "config")
             hint = ", ".join(sorted(recorded)) or "none (household records them with game.skills.probes: true)"
             raise ConfigError(f"{origin}: {where}: the game records no probe {probe!r}; it records: {hint}")
     if metrics:
-        episode = _example_episode(env, cfg.train.seed)
+        episode = example_episode(env, cfg.train.seed)
         if episode is None:
             return
         reported = set(episode.metrics)
@@ -231,39 +262,3 @@ def check_probes_and_metrics(cfg: ArenaConfig, env: Any, origin: str = "config")
             if metric not in reported:
                 raise ConfigError(f"{origin}: {where}: the game reports no metric {metric!r}; "
                                   f"it reports: {', '.join(sorted(reported)) or 'none'}")
-
-
-def _example_episode(env: Any, seed: int) -> Any:
-    """One game played with the action spaces' first examples (no model): what metrics the game reports;
-    None when the game cannot be played here (no sandbox on this machine): the run checks them later."""
-    try:
-        env.reset(seed=seed)
-        for _ in env.agent_iter(max_iter=10_000):
-            _, _, term, trunc, _ = env.last()
-            examples = env.action_space(env.agent_selection).examples or ("",)
-            env.step(None if term or trunc else examples[0])
-        return env.episode()
-    except Exception:  # noqa: BLE001 - a start-up convenience; the runtime check still stands
-        return None
-
-
-def check_eval_metrics(cfg: ArenaConfig, origin: str = "config") -> None:
-    """Every ``train.evals.<name>.metrics`` pattern picks a metric the evaluation's game reports (its
-    summary keys over a few example games), at start-up rather than after the first evaluation."""
-    from arena.loop.evals import eval_settings
-    from arena.stats.heldout import per_episode
-
-    for spec in cfg.train.evals:
-        if not spec.metrics:
-            continue
-        env = cfg.game.cls(eval_settings(cfg.game.cls, cfg.game.settings, spec, origin))
-        names: set[str] = set()
-        episodes = [_example_episode(env, seed) for seed in range(3)]
-        if any(ep is None for ep in episodes):
-            continue
-        for ep in episodes:
-            names |= {k.removeprefix("game/") for k in per_episode(ep)}
-        missing = [p for p in spec.metrics if not any(fnmatch.fnmatchcase(n, p) for n in names)]
-        if missing:
-            raise ConfigError(f"{origin}: train.evals.{spec.name}.metrics: no metric matches "
-                              f"{', '.join(map(repr, missing))}; the game reports: {', '.join(sorted(names))}")

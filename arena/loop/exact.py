@@ -132,7 +132,7 @@ def policies_action_probs(
 @contextmanager
 def current_policy(cfg: Any, env: Any, policies: Mapping[str, Any], sampling: Any) -> Iterator[SeatActionProbs]:
     """The first trainable policy at every seat, at its sampling settings for ``env``'s first phase, as
-    ``ActionProbs`` for use inside the block (what ``scripted:br:current`` answers and ``train.exact_descent``
+    ``ActionProbs`` for use inside the block (what ``scripted:br:current`` answers and ``train.descent``
     descends): no gradient, and the global RNGs saved and restored around it, so the step's games and
     updates are what they would be without the scoring."""
     import torch

@@ -17,7 +17,7 @@ FRAMEWORK_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("logprob gap (generator vs learner)", ("logprob_gap",)),
 )
 
-#: Drawn when the run has a league (arena/loop/league.py): the current policy's rating against its past.
+#: Drawn when the run has a league (arena/loop/components/league.py): the current policy's rating against its past.
 LEAGUE_PANEL = ("league rating vs base (95% interval)", ("league/rating", "league/rating_low", "league/rating_high"))
 
 
@@ -40,7 +40,7 @@ def panels_for(run_dir: Path, rows: list[dict]) -> list[tuple[str, tuple[str, ..
 
 
 def eval_panels(rows: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
-    """One panel per evaluation inside training (arena/loop/evals.py): its metrics' means over steps;
+    """One panel per evaluation inside training (arena/loop/components/evals.py): its metrics' means over steps;
     ``plot_run`` shades each one's ``_lo``..``_hi`` interval."""
     keys = sorted({k for r in rows for k in r if k.startswith("eval/") and not k.endswith(("_lo", "_hi"))})
     names = dict.fromkeys(k.split("/")[1] for k in keys)

@@ -18,12 +18,12 @@ import torch
 from arena.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from arena.loop.assemble import Trained
+    from arena.loop.build import Trained
 
 
 def push_weights(unit: Any, force: bool = False) -> None:
     """Push a trainable policy's learner weights into its generator (``unit``: a
-    :class:`~arena.loop.assemble.Trained`, or anything with ``generator``, ``learner``, ``adapter_sync`` and
+    :class:`~arena.loop.build.Trained`, or anything with ``generator``, ``learner``, ``adapter_sync`` and
     ``pushed``). A no-op when they share the model, or when the generator already holds the learner's
     version (:attr:`Learner.version`, its optimizer steps): a step with no sample changes no weight and
     costs no push. ``force``: push anyway (weights loaded into the learner from a checkpoint).

@@ -28,7 +28,7 @@ game is played: each player's policy is its exact action distribution at every i
 (arena/loop/exact.py: a model's normalised teacher-forced likelihood of each legal action at its
 sampling temperature; a bot's own distribution), and for each pair (i, j) and each seat i can hold,
 with j in every other seat, OpenSpiel's ``expected_game_score.policy_value`` sums the whole tree
-(arena/games/openspiel/exact.py ``head_to_head``). The payoff matrix is i's exact expected pairwise
+(arena/exact/values.py ``head_to_head``). The payoff matrix is i's exact expected pairwise
 result against j (1 win, 0.5 tie, 0 loss: what a sampled tournament's payoff matrix estimates) and the
 Bradley-Terry ratings are fitted to it, with no interval (no sampling noise); beside it, i's exact
 expected return (chips) against j. The JSON (``--json``, default ``<run_dir>/tournament_exact.json``)
@@ -60,7 +60,8 @@ import numpy as np
 import yaml
 
 from arena.core.errors import ConfigError, OneLineParser
-from arena.loop.config import ArenaConfig, check_bots, check_models, load_config
+from arena.loop.checks import check_bots, check_models
+from arena.loop.config import ArenaConfig, load_config
 from arena.rank.flags import MAX_BOOTSTRAP, MAX_GAMES, check_tournament_flags
 from arena.stats.heldout import held_out_seeds
 from arena.policies.config import ModelPolicySpec, shorthand_policy
@@ -399,20 +400,20 @@ def exact_fit(results: np.ndarray, players: Sequence[str], anchor: str) -> dict[
 
 
 def exact_policies(cfg: ArenaConfig, players: Mapping[str, Any]) -> tuple[Any, list[Any]]:
-    """The OpenSpiel game and one ``TabularPolicy`` per player; one ConfigError line for a game that is
-    not an enumerable OpenSpiel game or a player without exact action probabilities."""
-    from arena.games.openspiel.exact import TooLarge, count_info_states, tabular_policy
-    from arena.games.openspiel.types import OpenSpielConfig
+    """The game's tree (an ``arena.exact.ExactGame``'s) and one ``TabularPolicy`` per player; one ConfigError
+    line for a game that cannot be enumerated or a player without exact action probabilities."""
+    from arena.exact.tree import ExactGame, TooLarge, count_info_states, tabular_policy
     from arena.loop.build import build_policies, sampling_table
     from arena.loop.exact import policies_action_probs
 
-    settings = cfg.game.settings
-    if not isinstance(settings, OpenSpielConfig):
-        raise ConfigError(f"--exact: exact head-to-head values are for OpenSpiel games small enough to enumerate "
-                          f"(game.name: openspiel, e.g. kuhn_poker, leduc_poker); {cfg.game.name!r} is not one")
-    game = settings.load()
+    env = cfg.game.make_env()
+    if not isinstance(env, ExactGame):
+        raise ConfigError(f"--exact: exact head-to-head values are for games small enough to enumerate (an "
+                          f"arena.exact.ExactGame: game.name: openspiel, e.g. kuhn_poker, leduc_poker); "
+                          f"{cfg.game.name!r} is not one")
+    tree = env.exact_tree()
     try:
-        count_info_states(game, settings.exploitability_max_states)
+        count_info_states(tree.game, tree.max_states)
     except TooLarge as e:
         raise ConfigError(f"--exact: {' '.join(str(e).split())}") from None
     pcfg = player_config(cfg, players)
@@ -422,16 +423,16 @@ def exact_policies(cfg: ArenaConfig, players: Mapping[str, Any]) -> tuple[Any, l
     tables = []
     for label in players:
         try:
-            tables.append(tabular_policy(settings, policies_action_probs(policies, lambda _seat, lab=label: lab,
-                                                                         sampling, phase)))
+            tables.append(tabular_policy(tree, policies_action_probs(policies, lambda _seat, lab=label: lab,
+                                                                     sampling, phase)))
         except ValueError as e:
             raise ConfigError(f"--players: {label}: {' '.join(str(e).split())}") from None
-    return game, tables
+    return tree.game, tables
 
 
 def exact_tournament(cfg: ArenaConfig, players: Mapping[str, Any], anchor: str, args: argparse.Namespace) -> int:
     """``--exact``: the exact payoff matrices and the ratings fitted to them (see the module docstring)."""
-    from arena.games.openspiel.exact import head_to_head
+    from arena.exact.values import head_to_head
 
     labels = list(players)
     game, tables = exact_policies(cfg, players)

@@ -3,7 +3,7 @@
 Held-out games use seeds ``2**40 + seed * 1_000_003 + i``, a range training never
 reaches (its seeds are ``train.seed * 1_000_003 + step * games + i``). Each metric
 is a mean over games with a 95% percentile-bootstrap interval (seeded resampling).
-Used by evaluation inside training (arena/loop/evals.py), the league and the
+Used by evaluation inside training (arena/loop/components/evals.py), the league and the
 ranking tools (arena/rank/).
 """
 

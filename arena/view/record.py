@@ -18,7 +18,7 @@ episode per line: the :class:`~arena.core.types.Episode` JSON with, on each turn
   skill sensitivity ``I_t`` and ``w_t``).
 
 Chat prompts repeat from turn to turn, which gzip folds away. Saving stops, with
-one note, once the folder holds ``train.episodes_max_mb``; a replayed step
+one note, once the folder holds ``train.episodes.max_mb``; a replayed step
 (resume) overwrites its file, and a new run in the same folder deletes the old
 run's files first.
 
@@ -134,7 +134,7 @@ class EpisodeLog:
         path = step_file(self.dir.parent, step)
         if self.used_bytes() - (path.stat().st_size if path.exists() else 0) >= self.max_bytes:
             self.full = True
-            print(f"note: {self.dir} holds {self.max_bytes / 2**20:.0f} MB (train.episodes_max_mb); "
+            print(f"note: {self.dir} holds {self.max_bytes / 2**20:.0f} MB (train.episodes.max_mb); "
                   f"episodes from step {step} on are not saved", file=sys.stderr)
             return None
         matched = match_samples(episodes, samples, self.policy, self.group_by)

@@ -84,7 +84,7 @@ def test_a_best_response_tournament_player_on_a_game_too_large_is_one_line(tmp_p
                                        "game.exploitability_max_states"]),
     (KUHN, ["game.game=leduc_poker", "game.exploitability_max_states=100"],
      ["--exact: leduc_poker() has more than 100 information states"]),
-    (SPY, [], ["--exact: exact head-to-head values are for OpenSpiel games", "'spy' is not one"]),
+    (SPY, [], ["--exact: exact head-to-head values are for games small enough to enumerate", "'spy' is not one"]),
 ])
 def test_an_exact_tournament_on_a_game_it_cannot_enumerate_is_one_line(config: str, items: list[str],
                                                                        needles: list[str], tmp_path: Path) -> None:

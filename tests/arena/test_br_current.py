@@ -1,4 +1,4 @@
-"""``scripted:br:current`` (arena/games/openspiel/bots.py) and the trainer's responder (arena/loop/respond.py),
+"""``scripted:br:current`` (arena/games/openspiel/bots.py) and the trainer's responder (arena/loop/components/respond.py),
 issue #34: the bot plays OpenSpiel's exact best response to the policy it is told to follow, the played policy
 in free generation, the exact one in score mode (fast: no model; the trainer's side is tests/test_br_training.py)."""
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from types import SimpleNamespace
 
 import pyspiel
 import pytest
 from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import cfr
 
+from arena.games.openspiel import OpenSpielGame
 from arena.games.openspiel.types import OpenSpielConfig
 from arena.rank.exploitability import played_rows
 from tolerance import within
@@ -23,7 +23,7 @@ spec.loader.exec_module(card_dependence)
 
 def rows_of(game_name: str, table: os_policy.TabularPolicy) -> list[tuple[str, dict[str, float]]]:
     """The rows ``arena.eval exploitability`` hands the script (``played_rows``) for a tabular policy."""
-    return played_rows(SimpleNamespace(config=OpenSpielConfig(game=game_name)), table.action_probability_array)
+    return played_rows(OpenSpielGame(OpenSpielConfig(game=game_name)), table.action_probability_array)
 
 
 def nash(game_name: str, iterations: int) -> list[tuple[str, dict[str, float]]]:

@@ -190,7 +190,7 @@ def test_a_run_descent_cannot_drive_is_one_line_at_start_up(sets: list[str], wor
                           "--set", "train.run_dir=/nonexistent/never"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "train.exact_descent: true" in lines[0] and words in lines[0], out.stderr
+    assert len(lines) == 1 and "train.descent" in lines[0] and words in lines[0], out.stderr
 
 
 def test_leduc_ed_yaml_is_kuhn_ed_yaml_on_leduc() -> None:
@@ -205,5 +205,5 @@ def test_leduc_ed_yaml_is_kuhn_ed_yaml_on_leduc() -> None:
     assert leduc.game.settings.game == "leduc_poker" and leduc.game.settings.action_mode == "score"
     assert leduc.learner.model_copy(update={"lr": kuhn.learner.lr}) == kuhn.learner and leduc.learner.lr == 1e-5
     assert leduc.policies == kuhn.policies
-    assert (leduc.train.exact_descent, leduc.train.descent_weighting, leduc.train.descent_bound) == (True, "natural", 0.05)
+    assert (leduc.train.descent.weighting, leduc.train.descent.bound) == ("natural", 0.05)
     assert check_game(leduc.game.settings).num_players() == 2  # under exploitability_max_states

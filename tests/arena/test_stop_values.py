@@ -1,4 +1,4 @@
-"""train.stop_when's decision (arena/loop/stop.py, issue #34) against hand cases: pure, fast, no model, in
+"""train.stop_when's decision (arena/loop/components/stop.py, issue #34) against hand cases: pure, fast, no model, in
 ``make mutation``. The config errors and a run that stops: tests/test_stop_when.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.loop.stop import StopRule, StopWatch, decide, evals_since_best
+from arena.loop.components.stop import StopRule, StopWatch, decide, evals_since_best
 
 KEY = "eval/k/exploitability"
 NAN = math.nan

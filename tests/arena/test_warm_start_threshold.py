@@ -1,7 +1,7 @@
 """The warm start's reward filter at its boundary (issue #34; fast: no model, in ``make mutation``).
 
 ``min_reward`` keeps a seat's turns when its episode return is AT LEAST the threshold: a return equal
-to it is kept, one just below is not (arena/loop/warm_start.py ``episode_turns``).
+to it is kept, one just below is not (arena/loop/components/warm_start.py ``episode_turns``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from arena.core.types import Episode, Turn
-from arena.loop.warm_start import BotsSource, episode_turns, threshold
+from arena.loop.components.warm_start import BotsSource, episode_turns, threshold
 
 
 def _turn(seat: str, role: str, text: str) -> Turn:

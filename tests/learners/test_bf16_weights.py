@@ -20,7 +20,8 @@ import torch
 from arena.core.errors import ConfigError
 from arena.core.types import Sample
 from arena.loop.config import load_config
-from arena.loop.trainer import TIMING_KEYS, Trainer, resolve_precision, seed_everything
+from arena.loop.plan import resolve_precision
+from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
 from forked_runs import digit_model
 from arena.learners.config import LearnerConfig
 from arena.learners.update import Learner
@@ -154,7 +155,7 @@ SETS = [
     "policies.learner.sampling.max_new_tokens=4", "policies.learner.backend=hf", "policies.learner.dtype=float32",
     "game.max_bid=10000", "train.games_per_step=2", "train.steps=3", "train.checkpoint_every=1",
     "train.keep_checkpoints=3", "train.plot=false", "learner.lr=1e-3", "runner.progress=false",
-    "learner.param_dtype=bfloat16", "train.sync_canary_max_gap=auto",
+    "learner.param_dtype=bfloat16", "train.canary.max_gap=auto",
 ]
 
 
@@ -188,7 +189,7 @@ def test_a_bf16_run_syncs_an_fp32_generator_and_resumes_exactly(digits: Path, tm
     assert straight.generator.model is not straight.learner.module  # type: ignore[attr-defined]
     assert next(straight.generator.model.parameters()).dtype == torch.float32  # type: ignore[attr-defined]
     assert next(straight.learner.module.parameters()).dtype == torch.bfloat16
-    assert straight.trained[0].canary_max_gap == pytest.approx(0.15), "a bf16 side gets the half-precision bound"
+    assert straight.feature("canary").bounds["learner"] == pytest.approx(0.15), "a bf16 side gets the half-precision bound"
     got = rows(tmp_path / "straight")
     assert [r["step"] for r in got] == [1, 2, 3]
     trained = [r for r in got if r["samples"] > 0]

@@ -137,7 +137,7 @@ def test_the_entropy_bonus_is_the_mean_choice_entropy(tiny: Any, learner_gradien
 
 
 def test_descent_samples_give_exploitability_descents_gradient(tiny: Any, learner_gradient: Any) -> None:
-    """train.exact_descent (arena/loop/descent.py): one sample per choice with advantage A(a) = c pi(a) (q(a) - v)
+    """train.descent (arena/loop/components/descent.py): one sample per choice with advantage A(a) = c pi(a) (q(a) - v)
     (``action_advantages``) gives the gradient of ED's loss ``-c sum_a pi(a) sg(q(a) - v)``, pi the normalised
     choice (Lockhart et al., 2019), here divided by the batch's token count as token aggregation does."""
     from arena.games.openspiel.descent import action_advantages

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arena.loop.config import load_config
-from arena.loop.trainer import precision_report
+from arena.loop.plan import precision_report
 from arena.policies.hardware import (
     AUTO_DTYPE_ENV,
     BF16_MIN_SPEEDUP,

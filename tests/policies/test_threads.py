@@ -75,7 +75,7 @@ def test_usable_cores_is_within_the_machine() -> None:
 
 def test_the_async_pipeline_shares_the_cores_with_the_learner(monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from arena.loop.rollouts import Pipeline
+    from arena.loop.components.rollouts import Pipeline
 
     monkeypatch.delenv(THREADS_ENV, raising=False)
     monkeypatch.setattr(hardware, "usable_cores", lambda: 4)

@@ -2,18 +2,17 @@
 be computed for it exactly (``action_probs``), and it plays by sampling that distribution.
 
 * ``random``: uniform over the legal actions (replaces the generic random-text bot here).
-* ``cfr``: the average policy of OpenSpiel's CFR+ solver (``arena/games/openspiel/exact.py``,
+* ``cfr``: the average policy of OpenSpiel's CFR+ solver (``arena/exact/references.py``,
   ``CFR_ITERATIONS`` iterations, solved once per game and cached): near Nash in Kuhn and Leduc.
 * ``br:<bot>`` (``br`` alone: ``br:cfr``): OpenSpiel's exact best response to the bot ``<bot>`` of
-  this list (``random`` or ``cfr``) in the other seats (``arena/games/openspiel/exact.py``
-  ``best_response_to_bot``: solved once per game and cached; deterministic). It needs every information
+  this list (``random`` or ``cfr``) in the other seats (:func:`best_response_to_bot`: solved once per game and cached; deterministic). It needs every information
   state enumerated: a config that seats it on a game with more than ``BR_MAX_STATES`` of them is refused
   at start-up, one line naming the field, the game and the limit (``check_settings``, called by the
   config check), and so is its first move should it be played anyway. Playing a seat against it is the
   sampled form of exploitability descent.
 * ``br:current``: the exact best response to the policy the trainable model plays right now, at
   every seat (``arena.train`` recomputes it from the model's exact action probabilities every
-  ``train.respond_every`` steps, before the step's games; :meth:`BestResponseBot.follow`). In free
+  ``train.respond.every`` steps, before the step's games; :meth:`BestResponseBot.follow`). In free
   generation it responds to the played policy (invalid replies on the fallback), in
   ``action_mode: score`` to the exact one. Seated against the model (or as a league bot, so the model
   meets it in every seat), training against it is the sampled form of exploitability descent
@@ -27,6 +26,7 @@ be computed for it exactly (``action_probs``), and it plays by sampling that dis
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ class CfrBot(UniformBot):
     """OpenSpiel's CFR+ average policy at the observation's information state."""
 
     def action_probs(self, obs: OpenSpielObservation) -> list[float]:
-        from arena.games.openspiel.exact import cfr_policy
+        from arena.exact.references import cfr_policy
 
         if not obs.legal:
             return []
@@ -78,16 +78,17 @@ class BestResponseBot(UniformBot):
     @property
     def follows(self) -> bool:
         """Whether this bot responds to the trainable policy (``br:current``): the trainer then calls
-        :meth:`follow` every ``train.respond_every`` steps."""
+        :meth:`follow` every ``train.respond.every`` steps."""
         return self.target == CURRENT
 
     def follow(self, env: Any, action_probs: Any) -> None:
         """Recompute ``br:current`` for ``env``'s configured game (an ``OpenSpielGame``) as the exact best
         response to the policy the seats answering ``action_probs`` play
-        (``exact.best_response_to_policy``)."""
-        from arena.games.openspiel.exact import best_response_to_policy
+        (``arena.exact.best_response.best_response_to_policy``)."""
+        from arena.exact.best_response import best_response_to_policy
 
-        FOLLOWED[str(env.config.load())] = best_response_to_policy(env.config, action_probs)
+        tree = env.exact_tree()
+        FOLLOWED[str(tree.game)] = best_response_to_policy(tree, action_probs)
 
     @staticmethod
     def followed() -> dict[str, list[list[float]]]:
@@ -121,7 +122,7 @@ class BestResponseBot(UniformBot):
     def check_settings(self, settings: Any) -> None:
         """Refuse, at start-up, a configured game (an ``OpenSpielConfig``) with more than ``BR_MAX_STATES``
         information states: ``ValueError`` with :meth:`too_large`'s line (a walk that stops past the limit)."""
-        from arena.games.openspiel.exact import TooLarge, count_info_states
+        from arena.exact.tree import TooLarge, count_info_states
 
         game = settings.load()
         try:
@@ -131,14 +132,14 @@ class BestResponseBot(UniformBot):
 
     def action_probs(self, obs: OpenSpielObservation) -> list[float]:
         from arena.core.errors import ConfigError
-        from arena.games.openspiel.exact import TooLarge, best_response_to_bot
+        from arena.exact.tree import TooLarge
 
         if not obs.legal:
             return []
         if self.follows:
             if obs.game not in FOLLOWED:
                 raise ConfigError(f"scripted:br:current responds to the trainable policy, which arena.train gives it "
-                                  f"before each step (train.respond_every); there is none here for {obs.game}: seat "
+                                  f"before each step (train.respond.every); there is none here for {obs.game}: seat "
                                   "br:cfr or br:random outside training")
             row = FOLLOWED[obs.game].policy_for_key(obs.info_state)
             return [float(row[a]) for a in obs.legal_ids]
@@ -157,3 +158,26 @@ def sample(names: Sequence[str], probs: Sequence[float], rng: np.random.Generato
 
 
 BOTS = {"random": UniformBot(), "cfr": CfrBot(), "br": BestResponseBot(), "default": CfrBot()}
+
+
+@lru_cache(maxsize=16)
+def best_response_to_bot(game_string: str, target: str, max_states: int) -> Any:
+    """The exact best response (``arena.exact.best_response.best_response_table``) to the bot ``target`` of
+    this list, cached; :class:`~arena.exact.tree.TooLarge` (one line) for a game with more than ``max_states``
+    information states."""
+    import pyspiel
+    from open_spiel.python import policy as os_policy
+
+    from arena.exact.best_response import best_response_table
+    from arena.exact.tree import count_info_states
+    from arena.games.openspiel.view import observe
+
+    game = pyspiel.load_game(game_string)
+    count_info_states(game, max_states)
+    name = game.get_type().short_name
+    table = os_policy.TabularPolicy(game)
+    for row, state in enumerate(table.states):
+        obs = observe(name, state, state.current_player())
+        table.action_probability_array[row] = 0.0
+        table.action_probability_array[row, list(obs.legal_ids)] = BOTS[target].action_probs(obs)
+    return best_response_table(game, table)

@@ -8,10 +8,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from arena.core.game import Invalid, LLMGame, Phase
-from arena.core.game_types import ActionProbs, ActionQuery
+from arena.core.game_types import ActionProbs
 from arena.core.types import ChatMessage
 from arena.games.openspiel import rules
+from arena.games.openspiel.tree import exact_tree
 from arena.games.openspiel.types import OpenSpielConfig, OpenSpielObservation
+from arena.games.openspiel.view import observe, render  # noqa: F401 - the env's own, re-exported
 
 MOVE = "move"
 
@@ -124,54 +126,28 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
     def episode_info(self) -> dict[str, str | int | float | bool | None]:
         return {"openspiel_game": str(self.game), "history": " ".join(f"{p}:{a}" for p, a in self.moves)}
 
-    def policy_metrics(self, action_probs: ActionProbs) -> dict[str, float]:
-        """Exact NashConv and exploitability of the seats' policies (arena/games/openspiel/exact.py)."""
-        from arena.games.openspiel.exact import policy_exploitability
+    def exact_tree(self) -> Any:
+        """The capability of arena.exact (an ``ExactGame``): this configured game's tree and queries."""
+        return exact_tree(self.config)
 
-        return policy_exploitability(self.config, action_probs)
+    def policy_metrics(self, action_probs: ActionProbs) -> dict[str, float]:
+        """Exact NashConv and exploitability of the seats' policies (arena/exact/played.py)."""
+        from arena.exact.played import policy_exploitability
+
+        return policy_exploitability(self.exact_tree(), action_probs)
 
     def played_array(self, action_probs: ActionProbs) -> Any:
-        """The played policy's table (``exact.played_table``) as an array: one row per information state."""
-        from arena.games.openspiel.exact import played_table
+        """The played policy's table (``arena.exact.played.played_table``) as an array: one row per information state."""
+        from arena.exact.played import played_table
 
-        return played_table(self.config, action_probs).action_probability_array.copy()
+        return played_table(self.exact_tree(), action_probs).action_probability_array.copy()
 
     def average_metrics(self, played: Any) -> dict[str, float]:
-        """Exploitability of the average of several :meth:`played_array` tables (``exact.average_metrics``)."""
-        from arena.games.openspiel.exact import average_metrics
+        """Exploitability of the average of several :meth:`played_array` tables (arena/exact/average.py)."""
+        from arena.exact.average import average_metrics
 
-        return average_metrics(self.config, played)
+        return average_metrics(self.exact_tree(), played)
 
-    def descent_check(self) -> None:
-        """A ``ValueError`` line when :meth:`descent_targets` cannot run: not two-player zero-sum, too large."""
-        from arena.games.openspiel.descent import check_game
-
-        check_game(self.config)
-
-    def descent_targets(self, action_probs: ActionProbs, weighting: str = "policy", bound: float = 0.0
-                        ) -> tuple[list[ActionQuery], list[list[float]], dict[str, float]]:
-        """Exploitability descent's advantages at every information state (arena/games/openspiel/descent.py)."""
-        from arena.games.openspiel.descent import descent_targets
-
-        return descent_targets(self.config, action_probs, weighting, bound)
-
-
-def observe(game_name: str, state: Any, player: int) -> OpenSpielObservation:
-    """What ``player`` sees in ``state`` (pure; exploitability renders every information state through it)."""
-    to_move = not state.is_terminal() and not state.is_chance_node() and state.current_player() == player
-    return OpenSpielObservation(
-        game=str(state.get_game()), player=player, rules=rules.rules_text(game_name),
-        view=rules.describe(game_name, state, player),
-        info_state=rules.info_state(state, player) if not state.is_chance_node() else "",
-        legal=tuple(rules.legal_names(state, player)) if to_move else (),
-        legal_ids=tuple(state.legal_actions(player)) if to_move else (), to_move=to_move,
-    )
-
-
-def render(obs: OpenSpielObservation) -> list[ChatMessage]:
-    """The chat prompt of one observation (pure): rules as system message, view and legal actions as user."""
-    return [{"role": "system", "content": obs.rules},
-            {"role": "user", "content": rules.prompt_text(obs.game, obs.player, obs.view, obs.legal)}]
 
 
 def env(**kwargs: Any) -> OpenSpielGame:

@@ -36,9 +36,12 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from pydantic import BeforeValidator
 
 from arena.core.errors import ConfigError
+from arena.loop.component import Component, StepContext
 
 
 class Logger(Protocol):
@@ -185,7 +188,7 @@ def code_version() -> dict[str, Any]:
     except PackageNotFoundError:
         arena_version = None
     out: dict[str, Any] = {"arena_version": arena_version, "git_commit": None, "git_dirty": None}
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
 
     def git(*args: str) -> str | None:
         try:
@@ -202,14 +205,48 @@ def code_version() -> dict[str, Any]:
     return out
 
 
-class Loggers:
+def _names(value: Any) -> Any:
+    if isinstance(value, str):  # --set train.loggers=wandb
+        value = [value]
+    return check_names(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
+
+
+class Loggers(Component):
     """The selected trackers of a run, opened at the first row (so a run that fails to start leaves none)."""
 
-    def __init__(self, names: Sequence[str], run_dir: Path, config: dict[str, Any]):
+    name = "loggers"
+    section = Annotated[list[str], BeforeValidator(_names)]
+    section_default = staticmethod(lambda: ["tensorboard"])
+    section_doc = ("Experiment trackers besides metrics.jsonl: any of tensorboard, wandb (offline), mlflow (a file "
+                   "store in the run folder); [] for none (arena/loop/components/loggers.py).")
+
+    def __init__(self, names: Sequence[str], run_dir: Path, config: dict[str, Any], main: bool = True):
         self.names = list(names)
         self.run_dir = run_dir
         self.config = config
+        self.main = main
         self.open: list[Logger] | None = None
+
+    @classmethod
+    def prepare(cls, plan: Any) -> None:
+        check_installed(plan.cfg.train.loggers)  # before any model loads
+        check_reachable(plan.cfg.train.loggers)
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> Loggers:
+        """Write the run's config.json (rank 0) and open its trackers (rank 0 only)."""
+        main = parts.dist.main
+        config = resolved_config(plan.cfg) | {"code": code_version()} if main else {}
+        if main:
+            (parts.run_dir / "config.json").write_text(json.dumps(config, indent=2))
+        return cls(plan.cfg.train.loggers, parts.run_dir, config, main)
+
+    def logged(self, ctx: StepContext, row: dict[str, Any]) -> None:
+        if self.main:
+            self.log(row)
+
+    def finish(self) -> None:
+        self.close()
 
     def log(self, row: dict[str, Any]) -> None:
         if self.open is None:
@@ -222,3 +259,9 @@ class Loggers:
         for logger in self.open or []:
             logger.close()
         self.open = None
+
+
+def resolved_config(cfg: Any) -> dict[str, Any]:
+    """The run's full config as JSON (game settings inlined), written to config.json."""
+    game = {"name": cfg.game.name, **cfg.game.settings.model_dump(mode="json", by_alias=True)}
+    return cfg.model_dump(mode="json", exclude={"game"}, by_alias=True) | {"game": game}

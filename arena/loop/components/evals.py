@@ -44,7 +44,7 @@ How
     on or off. Request seeds are the runner's per-turn seeds mixed with a hash
     of ``(train.seed, name, step)``, so an evaluation due after ``--resume``
     gives the numbers an uninterrupted run gives. Evaluation episodes are never
-    trained on; with ``train.save_episodes`` they are written to
+    trained on; with ``train.episodes.save`` they are written to
     ``<run_dir>/evals/<name>/step_<S>.jsonl.gz`` (gzip JSONL; ``arena.core.types.read_jsonl`` reads it).
 
 What is logged
@@ -67,16 +67,18 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from arena.loop.component import Component, StepContext
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class EvalSpec(BaseModel):
-    """One evaluation run inside training (arena/loop/evals.py)."""
+    """One evaluation run inside training (arena/loop/components/evals.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,12 +118,13 @@ class EvalSpec(BaseModel):
         return value
 
 
-def check_names(evals: Sequence[EvalSpec]) -> None:
+def check_names(evals: Sequence[EvalSpec]) -> Sequence[EvalSpec]:
     """Names are unique (they key the logs)."""
     names = [e.name for e in evals]
     for name in names:
         if names.count(name) > 1:
             raise ValueError(f"two evaluations are named {name!r}; names must be unique")
+    return evals
 
 
 def set_path(raw: dict[str, Any], keys: list[str], value: Any) -> str | None:
@@ -238,18 +241,49 @@ def eval_row(name: str, summary: Mapping[str, Mapping[str, float]], patterns: Se
     return row
 
 
-class TrainEvals:
-    """The run's evaluations: built once, played when due (``Trainer`` calls :meth:`run`)."""
+class TrainEvals(Component):
+    """The run's evaluations: built once, played when due (at the run's start and after each step)."""
 
-    def __init__(self, cfg: Any, run_dir: Path, dist: Any, sampling: Any):
-        """``sampling``: the run's (policy, phase) -> sampling table (``arena.loop.build.sampling_table``)."""
+    name = "evals"
+    section = Annotated[list[EvalSpec], AfterValidator(check_names)]
+    section_default = list
+    section_doc = ("Evaluations inside training on held-out games (arena/loop/components/evals.py): at step 0 (the "
+                   "untrained model), every 'every' steps and after the last step, logged as eval/<name>/<metric> "
+                   "with a 95% interval.")
+
+    def __init__(self, cfg: Any, run_dir: Path, dist: Any, sampling: Any, policies: Mapping[str, Any] | None = None,
+                 state: Any = None):
+        """``sampling``: the run's (policy, phase) -> sampling table (``arena.loop.build.sampling_table``);
+        ``policies`` and ``state``: the run's policy table and game state the hooks evaluate."""
         self.cfg, self.run_dir, self.dist, self.sampling = cfg, run_dir, dist, sampling
+        self.policies, self.game_state = policies or {}, state
         self.specs = list(cfg.train.evals)
         self.settings = {s.name: eval_settings(cfg.game.cls, cfg.game.settings, s) for s in self.specs}
         self.past: dict[str, list[Any]] = {s.name: [] for s in self.specs if s.kind == "exact"}  # played tables
 
-    def state_dict(self) -> dict[str, Any]:
+    @classmethod
+    def check(cls, cfg: Any, env: Any, origin: str) -> None:
+        if cfg.train.evals:
+            check_evals(cfg, origin)
+            check_eval_metrics(cfg, origin)
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> TrainEvals | None:
+        if not plan.cfg.train.evals:
+            return None
+        return cls(plan.cfg, parts.run_dir, parts.dist, parts.sampling, parts.policies, parts.state)
+
+    def start(self, loop: Any) -> dict[str, float]:
+        """The untrained model, on the games every evaluation plays."""
+        return self.run(0, loop.last_step, self.policies, self.game_state) if loop.step == 0 else {}
+
+    def after_step(self, ctx: StepContext) -> dict[str, float]:
+        return self.run(ctx.step, ctx.last, self.policies, self.game_state)
+
+    def state_dict(self) -> dict[str, Any] | None:
         """The exact evaluations' past played tables (the average policy's members), for a checkpoint."""
+        if not any(self.past.values()):
+            return None
         return {name: [np.asarray(t).tolist() for t in tables] for name, tables in self.past.items()}
 
     def load_state_dict(self, state: Mapping[str, Any] | None) -> None:
@@ -276,7 +310,7 @@ class TrainEvals:
         if self.dist.main:
             t0 = time.perf_counter()
             for spec in due:
-                row |= self.exact(spec, policies) if spec.kind == "exact" else self.play(spec, step, policies, state)
+                row |= self.exact(spec, policies) if spec.kind == "exact" else self.play_games(spec, step, policies, state)
             row["time/eval_s"] = time.perf_counter() - t0
         barrier(self.dist)
         return row
@@ -298,7 +332,7 @@ class TrainEvals:
             set_rng_state(saved)
         return {f"eval/{spec.name}/{k}": v for k, v in sorted(values.items())}
 
-    def play(self, spec: EvalSpec, step: int, policies: Mapping[str, Any], state: Any = None) -> dict[str, float]:
+    def play_games(self, spec: EvalSpec, step: int, policies: Mapping[str, Any], state: Any = None) -> dict[str, float]:
         """One evaluation: its games with the given policies, summarised; the global RNGs untouched."""
         import torch
 
@@ -326,10 +360,33 @@ class TrainEvals:
                 known = ", ".join(sorted(select(summary, None)))
                 raise ConfigError(f"train.evals.{spec.name}.metrics: no game reported {', '.join(map(repr, missing))}; "
                                   f"reported: {known}")
-        if self.cfg.train.save_episodes:
+        if self.cfg.train.episodes.save:
             folder = self.run_dir / "evals" / spec.name
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"step_{step:06d}.jsonl.gz"  # prompts repeat turn to turn: 8 SpyRL games 98 kB -> 3.9 kB
             path.unlink(missing_ok=True)  # a resumed run replays the step: its file starts afresh
             write_jsonl(episodes, path)
         return eval_row(spec.name, summary, spec.metrics)
+
+
+def check_eval_metrics(cfg: Any, origin: str = "config") -> None:
+    """Every ``train.evals.<name>.metrics`` pattern picks a metric the evaluation's game reports (its
+    summary keys over a few example games), at start-up rather than after the first evaluation."""
+    from arena.core.errors import ConfigError
+    from arena.loop.example_games import example_episode
+    from arena.stats.heldout import per_episode
+
+    for spec in cfg.train.evals:
+        if not spec.metrics:
+            continue
+        env = cfg.game.cls(eval_settings(cfg.game.cls, cfg.game.settings, spec, origin))
+        names: set[str] = set()
+        episodes = [example_episode(env, seed) for seed in range(3)]
+        if any(ep is None for ep in episodes):
+            continue
+        for ep in episodes:
+            names |= {k.removeprefix("game/") for k in per_episode(ep)}
+        missing = [p for p in spec.metrics if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+        if missing:
+            raise ConfigError(f"{origin}: train.evals.{spec.name}.metrics: no metric matches "
+                              f"{', '.join(map(repr, missing))}; the game reports: {', '.join(sorted(names))}")

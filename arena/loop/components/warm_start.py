@@ -51,10 +51,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from arena.core.errors import ConfigError
 from arena.core.types import ChatMessage, Episode, Sample
+from arena.loop.component import Component
 
 MinReward = float | dict[str, float] | None
 
@@ -324,8 +325,13 @@ def total_steps(ws: Any, n: int) -> int:
     return ws.steps if ws.steps is not None else max(1, math.ceil(ws.epochs * n / ws.batch_size))
 
 
-class WarmStart:
+class WarmStart(Component):
     """Runs the warm start inside a :class:`~arena.loop.trainer.Trainer`; its state goes in checkpoints."""
+
+    name = "warm_start"
+    section = Annotated[WarmStartConfig | None, BeforeValidator(parse_warm_start)]
+    section_doc = ("Supervised fine-tuning on demonstrations before self-play (source: bots | episodes | pairs; "
+                   "arena/loop/components/warm_start.py); null: none.")
 
     def __init__(self, cfg: Any, run_dir: Path):
         self.cfg = cfg
@@ -333,6 +339,24 @@ class WarmStart:
         self.step = 0
         self.done = False
         self.path = run_dir / "warm_start.jsonl"
+
+    @classmethod
+    def check(cls, cfg: Any, env: Any, origin: str) -> None:
+        check_warm_start(cfg, origin)
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> WarmStart | None:
+        if plan.cfg.train.warm_start is None:
+            return None
+        warm = cls(plan.cfg, parts.run_dir)
+        if parts.resume is None and parts.dist.main and warm.path.exists():
+            warm.path.unlink()
+        return warm
+
+    def start(self, loop: Any) -> dict[str, float]:
+        if loop.step == 0:
+            self.run(loop)
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         return {"step": self.step, "done": self.done}

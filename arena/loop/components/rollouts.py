@@ -33,14 +33,16 @@ import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.core.types import Episode
+from arena.loop.component import Component, StepContext
 
 
 class AsyncConfig(BaseModel):
-    """Async rollouts: the next steps' games are played while the learner updates (arena/loop/rollouts.py)."""
+    """Async rollouts: the next steps' games are played while the learner updates (arena/loop/components/rollouts.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -159,3 +161,93 @@ def load_inflight(folder: Path) -> dict[int, Played]:
         out[int(path.stem.removeprefix("step_"))] = ([Episode.model_validate_json(line) for line in rest if line],
                                                       json.loads(first))
     return out
+
+
+class AsyncRollouts(Component):
+    """``train.async``: the steps' games come from the :class:`Pipeline`'s thread (module docstring)."""
+
+    name = "async_"
+    key = "async"
+    folder = "inflight"
+    section = AsyncConfig | None
+    section_doc = ("Async rollouts: the next steps' games are played while the learner updates, with weights at most "
+                   "max_staleness versions old (arena/loop/components/rollouts.py); null: synchronous.")
+
+    def __init__(self, k: int, last: int):
+        self.k, self.last = k, last
+        self.pipeline: Pipeline | None = None
+        self.inflight: dict[int, Played] = {}  # in-flight steps put back by --resume
+        self.saving = 0
+
+    @classmethod
+    def prepare(cls, plan: Any) -> None:
+        from arena.core.errors import ConfigError
+
+        section = plan.cfg.train.async_
+        if section is None or not section.max_staleness:
+            return
+        if plan.dist.active:
+            raise ConfigError("train.async: async rollouts run on one rank for now; remove train.async or run one rank")
+        if plan.cfg.train.league.enabled:
+            raise ConfigError("train.async: async rollouts with train.league are not supported (the league assigns "
+                              "opponents from checkpoints as they are written); turn one of them off")
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> AsyncRollouts | None:
+        section = plan.cfg.train.async_
+        return None if section is None else cls(section.max_staleness, plan.cfg.train.steps)
+
+    def start(self, loop: Any) -> dict[str, float]:
+        self.pipeline = Pipeline(loop.play_step, self.k, loop.step, self.last, self.inflight)
+        self.inflight = {}
+        return {}
+
+    def play(self, step: int) -> Played | None:
+        return self.pipeline.take(step) if self.pipeline is not None else None
+
+    @contextlib.contextmanager
+    def guard(self, step: int) -> Any:
+        """The last step the old weights play must be played first; no game while the weights change."""
+        pipeline = self.pipeline
+        if pipeline is None:
+            yield
+            return
+        pipeline.before_sync(step)
+        with pipeline.lock:
+            yield
+            pipeline.synced(step)
+
+    def after_step(self, ctx: StepContext) -> dict[str, float]:
+        """``rollout_s`` is the wait for the thread's games; ``play_s`` their own time."""
+        if self.pipeline is None:
+            return {}
+        return {"async/staleness": self.pipeline.staleness(ctx.step), "time/play_s": ctx.played.get("time/play_s", 0.0),
+                "time/sync_wait_s": ctx.times["synced"] - ctx.times["updated"]}
+
+    def before_save(self, step: int) -> None:
+        self.saving = step
+
+    def writer(self) -> Any:
+        """Played, not yet trained: steps step+1 .. step+k."""
+        if self.pipeline is None or not self.k:
+            return None
+        from functools import partial
+
+        return partial(save_inflight, inflight=self.pipeline.inflight(self.saving))
+
+    def load(self, checkpoint: Path, step: int) -> None:
+        """The steps in flight at the checkpoint, played by their own (older) weights."""
+        from arena.core.errors import ConfigError
+
+        if not self.k:
+            return
+        self.inflight = load_inflight(checkpoint / "inflight")
+        want = min(self.k, self.last - step)
+        if len(self.inflight) != want:
+            raise ConfigError(f"train.async.max_staleness: the checkpoint holds {len(self.inflight)} step(s) in flight, "
+                              f"max_staleness {self.k} needs {want}; resume with the run's own max_staleness")
+
+    def finish(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None

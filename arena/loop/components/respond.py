@@ -2,7 +2,7 @@
 
 A bot that ``follows`` (a ``follows`` attribute that is true, and ``follow(game, action_probs)``)
 is told the trainable policy's exact action probabilities before the games of step ``s`` whenever
-``(s - 1) % train.respond_every == 0``: the FIRST trainable policy's generator at every seat, at
+``(s - 1) % train.respond.every == 0``: the FIRST trainable policy's generator at every seat, at
 its sampling settings for the game's first phase (:func:`arena.loop.exact.policies_action_probs`),
 with no gradient and the global RNGs saved and restored around it, so the step's games are what
 they would be without the scoring. Training against the exact best response recomputed so is the
@@ -22,7 +22,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.loop.component import Component
+
 FILE = "responders.json"
+
+
+class RespondConfig(BaseModel):
+    """``train.respond``: how often the responding bots are recomputed (this module)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    every: int = Field(
+        default=1, ge=1, description="Steps between recomputing the bots that respond to the trainable policy as it "
+        "is now (scripted:br:current, as a seat or a league bot; arena/loop/components/respond.py): before the games "
+        "of step s when (s - 1) % every == 0.",
+    )
 
 
 def find_follower(cfg: Any, policies: Mapping[str, Any]) -> Any:
@@ -35,17 +51,29 @@ def find_follower(cfg: Any, policies: Mapping[str, Any]) -> Any:
     return next((b for b in bots if getattr(b, "follows", False)), None)
 
 
-class Responders:
+class Responders(Component):
     """The run's follower (at most one is needed: every ``br:current`` bot reads the same table)."""
+
+    name = "respond"
+    folder = "responders"
+    section = RespondConfig
+    section_default = RespondConfig
+    section_doc = "Bots that respond to the trainable policy as it is now (arena/loop/components/respond.py)."
+    renamed = {"respond_every": "every"}
 
     def __init__(self, cfg: Any, follower: Any, env: Any, policies: Mapping[str, Any], sampling: Any):
         self.cfg, self.follower, self.env, self.policies, self.sampling = cfg, follower, env, policies, sampling
         self.fresh = False  # a table exists for this run (set by follow or load)
 
-    def due(self, step: int) -> bool:
-        return not self.fresh or (step - 1) % self.cfg.train.respond_every == 0
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> Responders | None:
+        follower = find_follower(plan.cfg, parts.runner.policies)
+        return cls(plan.cfg, follower, parts.probe_env, parts.runner.policies, parts.runner.sampling) if follower else None
 
-    def before_step(self, step: int) -> dict[str, float]:
+    def due(self, step: int) -> bool:
+        return not self.fresh or (step - 1) % self.cfg.train.respond.every == 0
+
+    def before_play(self, step: int) -> dict[str, float]:
         """Recompute the follower's table when due; ``time/respond_s`` (0 when not due)."""
         if not self.due(step):
             return {"time/respond_s": 0.0}
@@ -57,11 +85,14 @@ class Responders:
         self.fresh = True
         return {"time/respond_s": time.perf_counter() - t0}
 
+    def writer(self) -> Any:
+        return self.save
+
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / FILE).write_text(json.dumps(self.follower.followed()))
 
-    def load(self, checkpoint: Path) -> None:
+    def load(self, checkpoint: Path, step: int = 0) -> None:
         """The checkpoint's tables; a checkpoint without them (written before the follower existed) leaves
         the next step to recompute."""
         path = checkpoint / "responders" / FILE

@@ -58,7 +58,7 @@ Members as adapters (issue #36)
     When the trainable policy is a LoRA adapter served by vLLM, a checkpoint
     member is an adapter too, and the assembly hands in ``together=True`` with a
     ``make_policy`` that serves members on the trainable policy's own engine
-    (``arena.loop.assemble.league_member_policy``): the step's opponent costs an
+    (``league_member_policy``): the step's opponent costs an
     adapter slot, not a model, and its turns go out in the same generate call
     as the trainable policy's. The rated match then seats every member at once,
     each as policy ``league/<member>``, so one tick is one call for the current
@@ -78,6 +78,8 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arena.loop.component import Component, StepContext
 
 OPPONENT = "league"
 BASE = "base"
@@ -169,8 +171,72 @@ class LeagueConfig(BaseModel):
 
 
 # ------------------------------------------------------------------ the league
-class League:
+class League(Component):
     """Pool, opponent draws, results and ratings of one training run (see the module docstring)."""
+
+    name = "league"
+    section = LeagueConfig
+    section_default = LeagueConfig
+    section_doc = "Opponent pool and rated matches (off by default; arena/loop/components/league.py)."
+    trained: Sequence[Any] = ()  # the run's trainable units, whose weights join the pool at each checkpoint
+
+    @classmethod
+    def check(cls, cfg: Any, env: Any, origin: str) -> None:
+        """Rated matches' layouts are the game's reset options (strict here; a reset only warns); a league that
+        plays nobody is refused."""
+        from pydantic import ValidationError
+
+        from arena.core.errors import ConfigError, format_validation_error
+
+        lc = cfg.train.league
+        for k, layout in enumerate(lc.layouts):
+            try:
+                type(env).validate_options(layout)
+            except ValidationError as e:
+                raise ConfigError(f"{origin}: {format_validation_error(e, f'train.league.layouts.{k}')}") from None
+        if not lc.enabled:
+            return
+        if lc.pool_size == 0 and not lc.include_base and not lc.bots:
+            raise ConfigError(f"{origin}: train.league: an empty pool (pool_size 0, include_base false, no bots) has no "
+                              "member to play or rate; raise pool_size, set include_base: true or add bots")
+        if lc.share == 0 and lc.eval_every == 0:
+            raise ConfigError(f"{origin}: train.league: share 0 and eval_every 0 neither play nor rate the pool; set "
+                              "share > 0 (opponents in training) or eval_every > 0 (rated matches)")
+
+    @classmethod
+    def build(cls, plan: Any, parts: Any) -> League | None:
+        from functools import partial
+
+        cfg = plan.cfg
+        if not cfg.train.league.enabled:  # past checkpoints as opponents, rated matches
+            return None
+        if plan.adapter_league:
+            league = cls(cfg, parts.run_dir, parts.runner, partial(league_member_policy, cfg, parts.policies[cfg.trainable]),
+                         together=True)
+        else:
+            league = cls(cfg, parts.run_dir, parts.runner, partial(league_policy, cfg))
+        league.trained = parts.trained
+        return league
+
+    def after_step(self, ctx: StepContext) -> dict[str, float]:
+        return self.results(ctx.step, ctx.episodes)
+
+    def before_save(self, step: int) -> None:
+        if step > 0:  # the checkpoint's weights join the pool (not the warm start's), each policy's in its own
+            for unit in self.trained:
+                self.add_member(step, unit.learner.module, unit.tokenizer, unit.name)
+
+    def writer(self) -> Any:
+        return self.save
+
+    def after_save(self, run_dir: Path) -> None:
+        from arena.loop.checkpoint import list_checkpoints
+
+        self.prune(list_checkpoints(run_dir))
+
+    def load(self, checkpoint: Path, step: int = 0) -> None:
+        if (checkpoint / "league").is_dir():
+            self.load_folder(checkpoint / "league")
 
     def __init__(self, cfg: Any, run_dir: Path, runner: Any, make_policy: Callable[[Any, str], Any],
                  together: bool = False):
@@ -340,7 +406,7 @@ class League:
             out.append(EpisodeSpec(seed=spec.seed, options=spec.options, seats=self.seat_map(rules)))
         return out
 
-    def after_step(self, step: int, episodes: Sequence[Any]) -> dict[str, float]:
+    def results(self, step: int, episodes: Sequence[Any]) -> dict[str, float]:
         """Results against this step's member, and a rated match every ``eval_every`` steps (``league/`` metrics)."""
         row = self._record(episodes)
         if self.lc.eval_every and step % self.lc.eval_every == 0:
@@ -432,9 +498,38 @@ class League:
     def save(self, folder: Path) -> None:
         (folder / "state.json").write_text(json.dumps(self.state(), indent=2))
 
-    def load(self, folder: Path) -> None:
+    def load_folder(self, folder: Path) -> None:
         data = json.loads((folder / "state.json").read_text())
         self.members = [Member(**m) for m in data["members"]]
         self.stats = {k: (float(v[0]), float(v[1])) for k, v in data["stats"].items()}
         self.ratings = list(data["ratings"])
         self.loaded = {}
+
+
+def league_policy(cfg: Any, spec: Any, name: str) -> Any:
+    """A league member's policy: a checkpoint's model spec, or a ``scripted:<bot>`` (``train.league.bots``)."""
+    from arena.core.errors import ConfigError
+    from arena.policies.config import ScriptedSpec, shorthand_policy
+    from arena.policies.factory import ModelStore, make_model_policy, scripted_policy
+
+    if isinstance(spec, str):
+        bot = shorthand_policy(spec)
+        if not isinstance(bot, ScriptedSpec):
+            raise ConfigError(f"train.league.bots: {spec!r} is not a scripted opponent; write scripted:<bot>")
+        return scripted_policy(cfg.game.cls, bot, name, field="train.league.bots")
+    return make_model_policy(spec, name, ModelStore())
+
+
+def league_member_policy(cfg: Any, trainable: Any, spec: Any, name: str) -> Any:
+    """A league member's policy: a model member (an adapter checkpoint, or the base) served on the trainable
+    policy's vLLM engine under its own adapter; a bot as :func:`league_policy` makes it. A member over
+    another base is one line (``train.league``)."""
+    from arena.core.errors import ConfigError
+    from arena.policies.factory import engine_policy
+
+    if isinstance(spec, str):
+        return league_policy(cfg, spec, name)
+    try:
+        return engine_policy(spec, name, trainable.shared_engine)
+    except ValueError as e:
+        raise ConfigError(f"train.league: {e}; a league of adapters plays on the trainable policy's base") from None

@@ -1,0 +1,57 @@
+"""Every shipped config resolves to what it resolved to before the loop-kernel change (#52), apart from
+the flat ``train.*`` keys that became component sections (tests/golden/configs/, taken at 434f7ce),
+and settings added since, which the snapshots do not have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import arena.loop.checks as checks
+from arena.loop.config import load_config, resolved_config
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests/golden/configs"
+SHIPPED = sorted((ROOT / "arena/games").rglob("*.yaml"))
+#: old flat train key -> (section, key); exact_descent/descent_* are train.descent (present: on)
+RENAMED = {"sync_canary_max_gap": ("canary", "max_gap"), "sync_canary_samples": ("canary", "samples"),
+           "save_episodes": ("episodes", "save"), "episodes_max_mb": ("episodes", "max_mb"),
+           "respond_every": ("respond", "every")}
+
+
+def renamed(old: dict[str, Any]) -> dict[str, Any]:
+    """An old resolved config with its flat train keys moved where they are now."""
+    train = dict(old["train"])
+    for key, (section, field) in RENAMED.items():
+        train.setdefault(section, {})[field] = train.pop(key)
+    on, weighting, bound = train.pop("exact_descent"), train.pop("descent_weighting"), train.pop("descent_bound")
+    train["descent"] = {"weighting": weighting, "bound": bound} if on else None
+    return old | {"train": train}
+
+
+def name(path: Path) -> str:
+    return str(path.relative_to(ROOT / "arena/games")).replace("/", "__").removesuffix(".yaml")
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=name)
+def test_a_shipped_config_resolves_as_before(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks, "check_model_name", lambda *a, **k: None)  # kuhn.ed.fine names a run's checkpoint
+    golden = GOLDEN / f"{name(path)}.json"
+    assert golden.is_file(), f"{path} is new: no snapshot to compare with"
+    got = json.loads(json.dumps(resolved_config(load_config(path))))
+    assert changed(renamed(json.loads(golden.read_text())), got) == []
+
+
+def changed(old: Any, new: Any, where: str = "") -> list[str]:
+    """Where ``new`` differs from ``old``: a value changed or a key gone. Keys ``new`` adds are settings
+    added since (at their defaults, which the config does not write)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in old for d in (changed(old[k], new[k], f"{where}.{k}") if k in new else [f"{where}.{k}: gone"])]
+    return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
+
+
+def test_every_snapshot_has_its_config() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.json")) == sorted(name(p) for p in SHIPPED)
