@@ -57,7 +57,7 @@ def load_modules(src: Path) -> dict[str, Module]:
         name = ".".join(parts)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         mod = Module(name, path, tree)
-        for node in ast.walk(tree):
+        for node in _imports(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
                     mod.imports[a.asname or a.name] = f"{node.module}.{a.name}"
@@ -68,6 +68,23 @@ def load_modules(src: Path) -> dict[str, Module]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 mod.defs[node.name] = node
         out[name] = mod
+    return out
+
+
+def _imports(tree: ast.AST) -> list[ast.AST]:
+    """Every import statement, at module level or in a function, but not in ``if TYPE_CHECKING:`` blocks
+    (annotations only: no module is loaded, as ../shared/tools/cycles.py counts them)."""
+    out: list[ast.AST] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.dump(child.test):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                out.append(child)
+            visit(child)
+
+    visit(tree)
     return out
 
 

@@ -10,6 +10,7 @@ model given:
 
     .venv/bin/python bench/kuhn_card_kernel.py                      # the built-in model
     .venv/bin/python bench/kuhn_card_kernel.py runs/x/checkpoints/step_000010/model
+    .venv/bin/python bench/kuhn_card_kernel.py --view card_first card_last card_in_question   # the prompt's card
 
 A cosine near 1 means that any update moves the Jack's and the King's policy alike: a card-blind step.
 The gradients are kept in bfloat16 (12 x 135M numbers); the cosines are computed in float64.
@@ -24,17 +25,17 @@ from pathlib import Path
 import torch
 
 
-def gaps_gradients(model_dir: Path) -> tuple[list[str], list[torch.Tensor], list[float]]:
+def gaps_gradients(model_dir: Path, view: str = "card_first") -> tuple[list[str], list[torch.Tensor], list[float]]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from arena.games.openspiel.exact import info_state_queries
+    from arena.games.openspiel.tree import exact_tree
     from arena.games.openspiel.types import OpenSpielConfig
     from arena.policies.choices import action_ids
     from arena.policies.hf import chat_prompt_ids
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
-    _, queries, _ = info_state_queries(OpenSpielConfig(game="kuhn_poker"))
+    _, queries, _ = exact_tree(OpenSpielConfig(game="kuhn_poker", view=view)).info_states()
     names, grads, gaps = [], [], []
     for q in queries:
         prompt = chat_prompt_ids(tokenizer, q.messages)
@@ -61,14 +62,16 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("models", nargs="*", type=Path, default=[Path.home() / ".cache/arena/models/smollm2-135m"])
+    p.add_argument("--view", nargs="+", default=["card_first"], choices=["card_first", "card_last", "card_in_question"],
+                   help="where the prompt puts the card (game.view); each is measured in turn")
     args = p.parse_args()
-    for model_dir in args.models:
-        names, grads, gaps = gaps_gradients(model_dir)
+    for model_dir, view in itertools.product(args.models, args.view):
+        names, grads, gaps = gaps_gradients(model_dir, view)
         history = {}
         for i, n in enumerate(names):  # "player:card+history" -> group by player and history
             player, state = n.split(":")
             history.setdefault((player, state[1:]), []).append(i)
-        print(f"\n{model_dir}")
+        print(f"\n{model_dir}, view {view}")
         print("| player, betting | cards | gap Bet - Pass (nats) | cos J-Q | cos J-K | cos Q-K |")
         print("|---|---|---|---|---|---|")
         every = []

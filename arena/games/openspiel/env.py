@@ -70,7 +70,7 @@ class OpenSpielGame(LLMGame[OpenSpielObservation, OpenSpielConfig]):
         return Phase(MOVE, (f"player_{self.os_state.current_player()}",), hidden=False)
 
     def observe_seat(self, seat: str) -> OpenSpielObservation:
-        return observe(self.config.game, self.os_state, int(seat.rsplit("_", 1)[1]))
+        return observe(self.config.game, self.os_state, int(seat.rsplit("_", 1)[1]), self.config.view)
 
     def action_choices(self, seat: str) -> list[str] | None:
         """``action_mode: score``: the legal action names of the seat to move (each parses as itself)."""

@@ -152,14 +152,24 @@ def info_state(state: Any, player: int) -> str:
     return str(state.observation_string(player))
 
 
-def describe(game_name: str, state: Any, player: int) -> str:
-    """The player's view as text: OpenSpiel's own string, in plain words for Kuhn poker."""
+def kuhn_parts(state: Any, player: int) -> tuple[str, str] | None:
+    """Kuhn poker's view in words: (the card, the betting so far); None for another game's string."""
     raw = info_state(state, player)
-    if game_name == "kuhn_poker" and raw[:1].isdigit() and set(raw[1:]) <= set("pb"):
-        card = KUHN_CARDS[int(raw[0])] if int(raw[0]) < len(KUHN_CARDS) else f"card {raw[0]}"
-        moves = [f"Player {i % state.get_game().num_players()}: {KUHN_MOVES[m]}" for i, m in enumerate(raw[1:])]
-        history = "; ".join(moves) if moves else "no moves yet"
-        return f"Your card: {card}. Betting so far: {history}."
+    if not (raw[:1].isdigit() and set(raw[1:]) <= set("pb")):
+        return None
+    card = KUHN_CARDS[int(raw[0])] if int(raw[0]) < len(KUHN_CARDS) else f"card {raw[0]}"
+    moves = [f"Player {i % state.get_game().num_players()}: {KUHN_MOVES[m]}" for i, m in enumerate(raw[1:])]
+    return card, "; ".join(moves) if moves else "no moves yet"
+
+
+def describe(game_name: str, state: Any, player: int, style: str = "card_first") -> str:
+    """The player's view as text: OpenSpiel's own string, in plain words for Kuhn poker (the betting alone when
+    ``style`` puts the card elsewhere in the prompt: :func:`prompt_text`)."""
+    raw = info_state(state, player)
+    parts = kuhn_parts(state, player) if game_name == "kuhn_poker" else None
+    if parts is not None:
+        card, history = parts
+        return f"Your card: {card}. Betting so far: {history}." if style == "card_first" else f"Betting so far: {history}."
     if game_name == "tic_tac_toe" and state.get_game().get_type().provides_observation_string:
         return f"Board (rows 0-2, columns 0-2; '.' is empty):\n{state.observation_string(player)}"
     return f"Your information state (OpenSpiel's string): {raw}"
@@ -169,10 +179,17 @@ def rules_text(game_name: str) -> str:
     return RULES.get(game_name, f"The OpenSpiel game {game_name}. Win as many points as you can.")
 
 
-def prompt_text(game_name: str, player: int, view: str, legal: Sequence[str]) -> str:
+def prompt_text(game_name: str, player: int, view: str, legal: Sequence[str], card: str = "",
+                style: str = "card_first") -> str:
+    """The user message. ``style`` (Kuhn poker, ``OpenSpielConfig.view``): card_first, the card in ``view``;
+    card_last, ``Your card: <card>.`` as the last line; card_in_question, ``You hold the <card>.`` in the question."""
     choices = ", ".join(legal)
-    return (f"You are player {player}.\n{view}\nLegal actions: {choices}.\n"
-            "Reply with exactly one legal action and nothing else.")
+    ask = "Reply with exactly one legal action and nothing else."
+    if card and style == "card_last":
+        return f"You are player {player}.\n{view}\nLegal actions: {choices}.\n{ask}\nYour card: {card}."
+    if card and style == "card_in_question":
+        return f"You are player {player}.\n{view}\nLegal actions: {choices}.\nYou hold the {card}. {ask}"
+    return f"You are player {player}.\n{view}\nLegal actions: {choices}.\n{ask}"
 
 
 def _trie(names: Sequence[str]) -> str:

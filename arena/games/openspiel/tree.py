@@ -19,7 +19,7 @@ def exact_tree(config: OpenSpielConfig) -> ExactTree:
     uniformly random legal move (``OpenSpielGame.close_phase``), unless invalid replies are retried."""
 
     def query(state: Any, player: int) -> tuple[ActionQuery, tuple[int, ...]]:
-        obs = observe(config.game, state, player)
+        obs = observe(config.game, state, player, config.view)
         return ActionQuery(seat=f"player_{player}", messages=render(obs), observation=obs, actions=obs.legal), obs.legal_ids
 
     return ExactTree(game=config.load(), query=query, max_states=config.exploitability_max_states,

@@ -24,6 +24,11 @@ class OpenSpielConfig(GameConfig):
         "action grammar (an invalid reply plays the fallback). score: one legal action is drawn with the model's "
         "probability of its name as the whole reply, normalised over the legal actions (the policy the exact "
         "exploitability scores; backend hf), and that name is the completion it trains on.")
+    view: Literal["card_first", "card_last", "card_in_question"] = Field(
+        default="card_first", description="Where Kuhn poker's prompt puts the seat's card (bench/kuhn_card_kernel.py "
+        "measures how much each makes the model's decision depend on it): card_first, 'Your card: King.' before the "
+        "betting; card_last, as the prompt's last line; card_in_question, in the question itself ('You hold the "
+        "King. Reply with ...'). Kuhn poker only.")
     exploitability_max_states: int = Field(
         default=20_000, ge=1, description="Largest number of information states exploitability will enumerate "
         "(Kuhn has 12, Leduc 936); bigger games are refused with a one-line error.")
@@ -41,6 +46,9 @@ class OpenSpielConfig(GameConfig):
         from arena.games.openspiel.rules import load_game
 
         load_game(self.game, self.params)
+        if self.view != "card_first" and self.game != "kuhn_poker":
+            raise ValueError(f"view: {self.view} places Kuhn poker's card; {self.game} renders OpenSpiel's own "
+                             "information state: leave view at card_first")
         return self
 
     def load(self) -> Any:
@@ -58,6 +66,8 @@ class OpenSpielObservation(Message):
     rules: str = ""
     view: str = Field(default="", description="The information state as text (arena/games/openspiel/rules.py describe).")
     info_state: str = Field(default="", description="OpenSpiel's information-state string, verbatim.")
+    card: str = Field(default="", description="Kuhn poker: the seat's card by name ('' in other games).")
+    style: str = Field(default="card_first", description="Where the prompt puts the card (OpenSpielConfig.view).")
     legal: tuple[str, ...] = Field(default=(), description="Legal actions by name (action_to_string), in order.")
     legal_ids: tuple[int, ...] = Field(default=(), description="The same actions as OpenSpiel action ids.")
     to_move: bool = Field(default=False, description="True when this seat is the one to move.")

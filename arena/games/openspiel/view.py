@@ -10,12 +10,14 @@ from arena.games.openspiel import rules
 from arena.games.openspiel.types import OpenSpielObservation
 
 
-def observe(game_name: str, state: Any, player: int) -> OpenSpielObservation:
-    """What ``player`` sees in ``state`` (pure; exploitability renders every information state through it)."""
+def observe(game_name: str, state: Any, player: int, style: str = "card_first") -> OpenSpielObservation:
+    """What ``player`` sees in ``state`` (pure; exploitability renders every information state through it);
+    ``style``: where Kuhn poker's prompt puts the card (``OpenSpielConfig.view``)."""
     to_move = not state.is_terminal() and not state.is_chance_node() and state.current_player() == player
+    parts = rules.kuhn_parts(state, player) if game_name == "kuhn_poker" and not state.is_chance_node() else None
     return OpenSpielObservation(
         game=str(state.get_game()), player=player, rules=rules.rules_text(game_name),
-        view=rules.describe(game_name, state, player),
+        view=rules.describe(game_name, state, player, style), card=parts[0] if parts else "", style=style,
         info_state=rules.info_state(state, player) if not state.is_chance_node() else "",
         legal=tuple(rules.legal_names(state, player)) if to_move else (),
         legal_ids=tuple(state.legal_actions(player)) if to_move else (), to_move=to_move,
@@ -25,4 +27,4 @@ def observe(game_name: str, state: Any, player: int) -> OpenSpielObservation:
 def render(obs: OpenSpielObservation) -> list[ChatMessage]:
     """The chat prompt of one observation (pure): rules as system message, view and legal actions as user."""
     return [{"role": "system", "content": obs.rules},
-            {"role": "user", "content": rules.prompt_text(obs.game, obs.player, obs.view, obs.legal)}]
+            {"role": "user", "content": rules.prompt_text(obs.game, obs.player, obs.view, obs.legal, obs.card, obs.style)}]

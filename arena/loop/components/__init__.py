@@ -4,6 +4,7 @@ component is). The kernel calls each hook over this list in order, so the order 
 * ``warm_start`` before ``evals`` (the step-0 evaluation sees the warm-started model), both before
   ``async_`` (the rollout thread starts on those weights) and ``progress`` (its bar opens last);
 * ``game_state`` before ``evals`` (evaluations see the state the step left);
+* ``average`` before ``evals`` (it adds its policy to the table the evaluations play, at build time);
 * ``loggers`` before ``canary`` (the trackers have the row whose gap stops the run).
 
 A new feature is one module here with its class added to :data:`COMPONENTS`; its section appears
@@ -13,6 +14,7 @@ under ``train.<name>`` in every config (arena/loop/config.py mounts them).
 from __future__ import annotations
 
 from arena.loop.component import Component
+from arena.loop.components.average import AveragePolicy
 from arena.loop.components.canary import SyncCanary
 from arena.loop.components.descent import Descent
 from arena.loop.components.episodes import Episodes
@@ -27,6 +29,6 @@ from arena.loop.components.stop import StopWhen
 from arena.loop.components.warm_start import WarmStart
 
 COMPONENTS: tuple[type[Component], ...] = (
-    WarmStart, GameStateUpdate, TrainEvals, Responders, League, Descent, AsyncRollouts, Episodes, Loggers, SyncCanary,
+    WarmStart, AveragePolicy, GameStateUpdate, TrainEvals, Responders, League, Descent, AsyncRollouts, Episodes, Loggers, SyncCanary,
     StopWhen, ProgressBar,
 )

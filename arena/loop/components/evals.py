@@ -91,6 +91,8 @@ class EvalSpec(BaseModel):
     games: int = Field(default=8, ge=2, description="Held-out games per evaluation (the same seeds every time).")
     set: dict[str, Any] = Field(default_factory=dict, description="Game settings for these games, as "
                                 "'game.<key>' -> value (dotted keys reach nested settings), over the run's own.")
+    policy: str | None = Field(default=None, description="Every seat plays this policy instead of the seat table "
+                               "(e.g. 'average': train.average's average policy); null: the seat table.")
     metrics: list[str] | None = Field(default=None, description="Metrics to log (episode metric names, "
                                       "invalid_turn_rate, truncated_rate, reward/<role>; fnmatch patterns); "
                                       "default: all of them.")
@@ -163,6 +165,10 @@ def check_evals(cfg: Any, origin: str = "config") -> None:
 
     for spec in cfg.train.evals:
         eval_settings(cfg.game.cls, cfg.game.settings, spec, origin)
+        extra = ["average"] if getattr(cfg.train, "average", None) is not None else []
+        if spec.policy is not None and spec.policy not in [*cfg.policies, *extra]:
+            raise ConfigError(f"{origin}: train.evals.{spec.name}.policy: unknown policy {spec.policy!r}; valid: "
+                              f"{', '.join([*cfg.policies, *extra])}")
         if spec.kind == "exact" and cfg.game.cls.policy_metrics is LLMGame.policy_metrics:
             raise ConfigError(f"{origin}: train.evals.{spec.name}.kind: exact, but game {cfg.game.name!r} has no exact "
                               "metrics (LLMGame.policy_metrics; OpenSpiel games have them); use kind: games")
@@ -315,19 +321,24 @@ class TrainEvals(Component):
         barrier(self.dist)
         return row
 
+    def seats(self, spec: EvalSpec) -> Any:
+        """Who plays: the seat table, or ``spec.policy`` at every seat."""
+        from arena.runner import SeatMap
+
+        return SeatMap({"*": spec.policy} if spec.policy else self.cfg.seat_table())
+
     def exact(self, spec: EvalSpec, policies: Mapping[str, Any]) -> dict[str, float]:
         """The game's exact metrics of the current policies (arena/loop/exact.py), ``eval/<name>/<metric>``."""
         import torch
 
         from arena.loop.checkpoint import rng_state, set_rng_state
         from arena.loop.exact import exact_metrics
-        from arena.runner import SeatMap
 
         saved = rng_state()
         try:
             with torch.no_grad():
-                values = exact_metrics(self.cfg.game.cls(self.settings[spec.name]), policies,
-                                       SeatMap(self.cfg.seat_table()).policy_for, self.sampling, self.past[spec.name])
+                values = exact_metrics(self.cfg.game.cls(self.settings[spec.name]), policies, self.seats(spec).policy_for,
+                                       self.sampling, self.past[spec.name])
         finally:
             set_rng_state(saved)
         return {f"eval/{spec.name}/{k}": v for k, v in sorted(values.items())}
@@ -339,13 +350,13 @@ class TrainEvals(Component):
         from arena.core.errors import ConfigError
         from arena.core.types import write_jsonl
         from arena.loop.checkpoint import rng_state, set_rng_state
-        from arena.runner import Runner, SeatMap
+        from arena.runner import Runner
         from arena.stats.heldout import summarise
 
         salt = derived_seed(self.cfg.train.seed, spec.name, step)
         wrapped = {name: ReseededPolicy(p, salt) for name, p in policies.items()}
         settings, game_cls = self.settings[spec.name], self.cfg.game.cls
-        runner = Runner(lambda: game_cls(settings), wrapped, SeatMap(self.cfg.seat_table()), self.sampling,
+        runner = Runner(lambda: game_cls(settings), wrapped, self.seats(spec), self.sampling,
                         num_envs=self.cfg.runner.num_envs, progress=self.cfg.runner.progress, state=state)
         saved = rng_state()
         try:
