@@ -280,12 +280,11 @@ def test_cli_bad_input_is_one_line_exit_2(module: str, args: list[str], needle: 
 
 
 def _auso_raw() -> dict:
-    import yaml
-
-    from arena.loop.config import default_config_path
+    """household.auso.yaml merged with the file it extends (household.yaml: its evals), not yet validated."""
+    from arena.loop.config import config_layers, default_config_path, merged
 
     path = default_config_path("household").with_name("household.auso.yaml")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return merged(config_layers(path)[0])
 
 
 @pytest.mark.parametrize(

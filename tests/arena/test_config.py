@@ -34,16 +34,16 @@ def test_shipped_configs_load(name: str) -> None:
 @pytest.mark.parametrize(
     ("replace", "by", "expected"),
     [
-        ("  beta: 0.1", "  beta: 0.1\n  betta: 0.2", "game.betta: unknown key"),
-        ("  mask_unit: words", "  mask_unit: words\n  mask_ratio: 1.5", "game.mask_ratio: Input should be less than 1 (got 1.5)"),
+        ("  name: spy\n", "  name: spy\n  betta: 0.2\n", "game.betta: unknown key"),
+        ("  name: spy\n", "  name: spy\n  mask_ratio: 1.5\n", "game.mask_ratio: Input should be less than 1 (got 1.5)"),
         ("n_players: 3", "n_players: 1", "game.n_players: Input should be greater than or equal to 3 (got 1)"),
         ("task: math", "task: poetry", "game.task: Input should be 'summary', 'story' or 'math' (got 'poetry')"),
         ("name: spy", "name: spyy", "game.name: unknown game 'spyy'; known: "),  # the list grows with the games
-        ("play:", "plya:", "plya: unknown key"),
+        ("seats:", "plya: {}\nseats:", "plya: unknown key"),
         ("  lr: 2.0e-5", "  lr: -1", "learner.lr: Input should be greater than 0 (got -1)"),
         ('"*": learner', '"*": lerner', "seats.*: unknown policy 'lerner'; known: learner, human, scripted:<bot>"),
         ("    rule: cycle", "    rule: sometimes", "train.schedule.rule: "),
-        ("      temperature: 1.0", "      temperature: -1", "policies.learner.sampling.temperature: Input should be greater than or equal to 0 (got -1)"),
+        ("      max_new_tokens: 32", "      max_new_tokens: 32\n      temperature: -1", "policies.learner.sampling.temperature: Input should be greater than or equal to 0 (got -1)"),
         ("    backend: vllm ", "    backend: tgi ", "policies.learner.backend: Input should be 'hf', 'vllm' or 'openai' (got 'tgi')"),
         ("    vote: {name: grpo", "    vote: {name: grpoo", "learner.estimators.vote.name: unknown estimator 'grpoo'"),
         ("    vote: {name: grpo", "    votes: {name: grpo", "learner.estimators.votes: the game has no phase 'votes'; its phases: perform, vote"),

@@ -47,9 +47,12 @@ def test_a_shipped_config_resolves_as_before(path: Path, monkeypatch: pytest.Mon
 
 def changed(old: Any, new: Any, where: str = "") -> list[str]:
     """Where ``new`` differs from ``old``: a value changed or a key gone. Keys ``new`` adds are settings
-    added since (at their defaults, which the config does not write)."""
+    added since (at their defaults, which the config does not write), in a section or in a list's item (an
+    entry of ``train.evals`` gained ``policy``); a list of another length is a change."""
     if isinstance(old, dict) and isinstance(new, dict):
         return [d for k in old for d in (changed(old[k], new[k], f"{where}.{k}") if k in new else [f"{where}.{k}: gone"])]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):  # items of a list: train.evals
+        return [d for i, (o, n) in enumerate(zip(old, new)) for d in changed(o, n, f"{where}[{i}]")]
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
 
 
