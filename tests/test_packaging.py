@@ -72,6 +72,12 @@ def test_the_installed_wheel_runs_outside_the_checkout(venv: Path, tmp_path: Pat
     proc = _run([py, "-m", "arena.play", "games/spy/spy.yaml", "--policy", "scripted", "--episodes", "1"],
                 cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # a shipped config that extends others (leduc.score -> kuhn.score -> kuhn -> openspiel) finds them in the wheel
+    code = ("from arena.loop.config import load_config; c = load_config('games/openspiel/leduc.score.yaml'); "
+            "print(c.game.settings.game, c.game.settings.action_mode, c.learner.lr, c.seat_table())")
+    proc = _run([py, "-c", code], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "leduc_poker score 0.0001 {'*': 'learner'}", proc.stdout
 
 
 def test_old_top_level_names_resolve_before_import_arena_in_the_wheel(venv: Path, tmp_path: Path) -> None:
