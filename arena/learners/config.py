@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from arena.learners.estimators import get_estimator
 from arena.learners.lora import LoraConfig
 from arena.learners.objectives import get_objective
+from arena.learners.whiten import WhitenConfig
 
 
 def validate_options(model: type[BaseModel], options: dict[str, Any], what: str) -> dict[str, Any]:
@@ -208,9 +209,10 @@ class LearnerConfig(BaseModel):
     backend: Literal["torch", "deepspeed"] = Field(default="torch", description="torch optimizer or a DeepSpeed engine.")
     device: str = Field(default="cpu", description="Device of the learner's weights (cuda on GPU machines).")
     lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate.")
-    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+    lr_schedule: Literal["constant", "linear", "cosine", "inverse_sqrt"] = Field(
         default="constant", description="The learning rate over training (arena/learners/progress.py scheduled_lr): "
-        "constant lr; linear or cosine from lr at the first step to lr_end at the last.")
+        "constant lr; linear, cosine or inverse_sqrt (lr / sqrt(1 + c f), OpenSpiel's decaying rate for descent) "
+        "from lr at the first step to lr_end at the last.")
     lr_end: float | None = Field(default=None, ge=0.0, description="The last step's learning rate under a linear or "
                                  "cosine lr_schedule; null: lr (no decay).")
     weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
@@ -255,6 +257,11 @@ class LearnerConfig(BaseModel):
     bound: BoundConfig = Field(
         default_factory=BoundConfig, description="Per-decision bounds on how far an update pushes a probability "
         "(move, saturation); both 0: off.",
+    )
+    whiten: WhitenConfig | None = Field(
+        default=None, description="Advantages whitened by the model's kernel between the batch's decisions, so a step "
+        "moves each decision as a table would instead of every private state alike (damping, sketch, max_decisions, "
+        "seed; arena/learners/whiten.py); one backward pass per distinct decision; null: off.",
     )
     share_prompt_prefix: bool = Field(
         default=True, description="Run the prompt prefix several samples share (the whole prompt, or its common "
@@ -308,6 +315,12 @@ class LearnerConfig(BaseModel):
             raise ValueError("must be > 0: a clip of 0 stops every push once the ratio leaves 1 (a small trust "
                              "region is e.g. 0.025)")
         return v
+
+    @model_validator(mode="after")
+    def _inverse_sqrt_has_an_end(self) -> LearnerConfig:
+        if self.lr_schedule == "inverse_sqrt" and not (self.lr_end or 0) > 0:
+            raise ValueError(f"lr_schedule inverse_sqrt decays lr to lr_end: give lr_end > 0 (got {self.lr_end})")
+        return self
 
     @model_validator(mode="after")
     def _magnet_weights_are_saved(self) -> LearnerConfig:

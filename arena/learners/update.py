@@ -64,6 +64,7 @@ from arena.learners.plan import Before, StepPlan, Tally, plan_step
 from arena.learners.progress import Progress, scheduled_lr, set_lr
 from arena.learners.regularisers import bound_keep, choice_kl, decision_probabilities, token_entropy
 from arena.learners.terms import ObjectiveTerms, build_objectives, keep_records, probe_topk  # noqa: F401
+from arena.learners.whiten import whitened
 from arena.learners.weights import rounded_weights
 
 
@@ -90,6 +91,7 @@ class Learner(ObjectiveTerms):
         self.objectives: list[tuple[str, Objective]] = build_objectives(cfg.objectives)
         self.probe_topk = probe_topk([term for _, term in self.objectives])
         self.magnet = Magnet(cfg.magnet, ref_model) if cfg.magnet is not None else None
+        self._sketcher: Any = None  # learner.whiten's count sketch (its signs drawn once)
         model.train()
         self.master: list[torch.Tensor] | None = None
         if cfg.backend == "deepspeed":
@@ -127,6 +129,10 @@ class Learner(ObjectiveTerms):
         if progress is not None and cfg.lr_schedule != "constant":
             lr = scheduled_lr(cfg.lr, cfg.lr_end, cfg.lr_schedule, progress.fraction)
             set_lr(self, lr)
+        whiten_stats: dict[str, float] = {}
+        if cfg.whiten is not None:  # advantages through the model's kernel between decisions (arena/learners/whiten.py)
+            samples, whiten_stats, self._sketcher = whitened(self.module, samples, cfg.whiten, self.temperature,
+                                                             self._sketcher)
         plan = plan_step(samples, cfg, local, self.pad_id, self.device)
         if self.magnet is not None:
             self.magnet.start(self._weights())
@@ -150,7 +156,7 @@ class Learner(ObjectiveTerms):
             grad_norm = self._optimizer_step()
         if self.magnet is not None:
             self.magnet.after_step(self._weights())
-        return self._step_stats(plan, before, tally, kept, grad_norm, lr, progress)
+        return self._step_stats(plan, before, tally, kept, grad_norm, lr, progress) | whiten_stats
 
     def _stat_keys(self, plan: StepPlan) -> dict[str, float]:
         """The step's summed statistics, each at 0: the same keys on every rank (they are summed over ranks)."""
