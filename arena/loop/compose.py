@@ -13,7 +13,9 @@ verl merge layered files the same way.
 (a number, a string, a list) replaces the one below. A mapping that names what it is (``name:`` an
 estimator or objective, ``source:`` a warm start, ``rule:`` a schedule, ``kind:`` a policy) and names
 another thing than the one below replaces it whole: a ``grpo`` estimator does not keep a ``rae``
-estimator's options. ``key: null`` sets null (e.g. ``train.warm_start: null`` turns a base's warm start off).
+estimator's options. ``key: null`` sets null (e.g. ``train.warm_start: null`` turns a base's warm start off). A file's ``replace:``
+lists sections (dotted keys) it gives whole: what the files below had there goes, so a variant with other
+policies or seats (``replace: [policies, seats]``) does not keep the base's.
 
 **Where each value came from**: :func:`layers` keeps every layer apart, so ``python -m arena.config show
 CONFIG`` prints the resolved config with the file or flag of each value (:func:`provenance`).
@@ -53,6 +55,7 @@ class Layer:
 
     origin: str
     values: dict[str, Any]
+    replace: tuple[str, ...] = ()  # dotted sections this layer gives whole: what the layers below had there goes
 
 
 # ------------------------------------------------------------------ bounded YAML
@@ -266,8 +269,17 @@ def file_layers(path: Path, shown: str, seen: tuple[Path, ...] = ()) -> list[Lay
         raise ConfigError(f"{shown}: expected a mapping of sections, got {type(raw).__name__}")
     raw = dict(raw)
     bases = raw.pop("extends", None)
+    replace = raw.pop("replace", None) or []
+    if isinstance(replace, str):
+        replace = [replace]
+    if not isinstance(replace, list) or not all(isinstance(k, str) and k.strip() for k in replace):
+        raise ConfigError(f"{shown}: replace: {replace!r} must list sections (dotted keys) this file gives whole")
+    if replace and bases is None:
+        raise ConfigError(f"{shown}: replace: {', '.join(replace)} replaces what a base file gives, but this file "
+                          "extends none; remove replace or add extends")
+    own = Layer(shown, raw, tuple(replace))
     if bases is None:
-        return [Layer(shown, raw)]
+        return [own]
     names = [bases] if isinstance(bases, str) else bases
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
         raise ConfigError(f"{shown}: extends: {bases!r} must name a config file, or a list of them")
@@ -275,19 +287,31 @@ def file_layers(path: Path, shown: str, seen: tuple[Path, ...] = ()) -> list[Lay
     for name in names:
         local = path.parent / name
         base = local if local.exists() else (default_config_path(name) or local)
-        base_shown = name if base is not local else str(local)
+        base_shown = name if base is not local else os.path.relpath(local)
         if not base.exists():
             raise ConfigError(f"{shown}: extends: no such config file {name!r} (relative to {path.parent}, or a "
                               "shipped games/<game>/<file>.yaml)")
         out += file_layers(base, base_shown, (*seen, real))
-    return out + [Layer(shown, raw)]
+    return out + [own]
 
 
 def merged(layers: list[Layer]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for layer in layers:
+        for dotted in layer.replace:  # the section as this file gives it, nothing of the files below
+            drop(out, dotted.split("."))
         out = merge(out, layer.values)
     return out
+
+
+def drop(node: dict[str, Any], keys: list[str]) -> None:
+    """Remove ``node[k0][k1]...[kn]`` where it exists."""
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            return
+        node = child
+    node.pop(keys[-1], None)
 
 
 # ------------------------------------------------------------------ where each value came from
@@ -305,6 +329,9 @@ def provenance(layers: list[Layer], resolved: dict[str, Any]) -> dict[str, str]:
     ``default`` (the config model's own)."""
     origin: dict[str, str] = {}
     for layer in layers:
+        for dotted in layer.replace:
+            for k in [k for k in origin if k == dotted or k.startswith(dotted + ".")]:
+                del origin[k]
         for key, _ in leaves(layer.values):
             for k in list(origin):  # a mapping replaced whole takes its keys' origins with it
                 if k.startswith(key + "."):
