@@ -28,7 +28,8 @@ legal action of every information state, each the action's text chosen among the
 factor: ``N(I, a) = c(I) (q(I, a) - v(I))``, trained on as ``- sum N grad log pi``. ED's gradient vanishes
 as the policy saturates (``pi (q - v)`` goes to 0 at a pure policy): in a tabular softmax started at a
 near-pure policy (logits 6 and 0 at every state, exploitability 0.997), ED at step size 2 is still at
-0.937 after 100 steps, while ``N`` reaches 0.075 after 10 and 0.002 after 300 at step size 0.5. For a
+0.937 after 100 steps, while ``N`` at step size 0.5 is at 0.262 after 10 steps, first below 0.1 at step 17
+and at 0.002 after 300 (tests/arena/test_exact_descent.py pins these). For a
 two-action state the logits' gradient of ``sum_a N(a) log pi(a)`` moves their difference by
 ``c (q_2 - q_1) (1 + (pi_2 - pi_1)^2)``: the natural-gradient direction of softmax policies (Kakade,
 2001; the advantage itself, as NeuRD updates logits, Hennes et al., 2020), scaled by a factor in [1, 2],

@@ -53,6 +53,9 @@ class WhitenConfig(BaseModel):
     refresh: int = Field(default=1, ge=1, le=1000, description="Steps a decision's sketched gradient is kept before it "
                          "is measured again (the kernel moves slowly; a game with few decisions re-meets them every "
                          "step): 1 measures every step's decisions afresh.")
+    layers: int = Field(default=0, ge=0, description="Measure the kernel on the gradients of the last N transformer "
+                        "blocks (named '.layers.<i>.'), the final norm and the output head only: a backward pass that "
+                        "stops there (about (1 + 2 N / L) / 3 of a whole one for L blocks); 0: every weight.")
     max_decisions: int = Field(default=64, ge=1, le=1024, description="A step with more distinct decisions is not "
                                "whitened (one backward pass each).")
     seed: int = Field(default=0, ge=0, description="Seeds the sketch's signs.")
@@ -105,6 +108,21 @@ class Sketcher:
         return out.float()
 
 
+def measured_params(model: Any, layers: int) -> list[torch.nn.Parameter]:
+    """The weights the kernel is measured on: every trained one, or the last ``layers`` blocks' (``.layers.<i>.``
+    in the name), the final norm's and the output head's."""
+    import re
+
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not layers:
+        return [p for _, p in named]
+    index = {n: int(m.group(1)) for n, _ in named if (m := re.search(r"\.layers\.(\d+)\.", n))}
+    if not index:
+        return [p for _, p in named]
+    first = max(index.values()) + 1 - layers
+    return [p for n, p in named if index.get(n, -1) >= first or (n not in index and "embed" not in n)]
+
+
 def whitened(model: Any, samples: Sequence[Sample], cfg: WhitenConfig, temperature: float,
              sketcher: Sketcher | None = None) -> tuple[list[Sample], dict[str, float], Sketcher | None]:
     """The samples with whitened advantages (module docstring), the step's figures, and the sketcher (kept by
@@ -114,10 +132,14 @@ def whitened(model: Any, samples: Sequence[Sample], cfg: WhitenConfig, temperatu
         groups.setdefault(decision_key(s), []).append(i)
     if len(groups) > cfg.max_decisions:
         return list(samples), {"whiten/decisions": float(len(groups)), "whiten/skipped": 1.0}, sketcher
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = measured_params(model, cfg.layers)
     sketcher = sketcher or Sketcher(params, cfg.sketch, cfg.seed)
     sketcher.steps += 1
-    saved = [None if p.grad is None else p.grad.clone() for p in params]
+    trained = [p for p in model.parameters() if p.requires_grad]
+    saved = [None if p.grad is None else p.grad.clone() for p in trained]
+    off = [p for p in trained if not any(p is q for q in params)]
+    for p in off:  # the backward pass stops below the measured blocks
+        p.requires_grad_(False)
     measured = 0
     try:
         for key, members in groups.items():
@@ -128,7 +150,9 @@ def whitened(model: Any, samples: Sequence[Sample], cfg: WhitenConfig, temperatu
                 sketcher.kept[key] = (sketcher.steps, sketcher())
                 measured += 1
     finally:
-        for p, g in zip(params, saved, strict=True):
+        for p in off:
+            p.requires_grad_(True)
+        for p, g in zip(trained, saved, strict=True):
             p.grad = g
     S = torch.stack([sketcher.kept[key][1] for key in groups]).double()  # (d, sketch)
     K = S @ S.T
