@@ -73,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         return launch_ranks("arena.train", args.ranks, without_option(sys.argv[1:] if argv is None else argv, "--ranks"))
     if dist.active:
         check_ranks(cfg, dist.world)
-    from arena.loop.plan import precision_report
+    from arena.loop.plan import precision_report, resolve
     from arena.loop.trainer import Trainer, seed_everything
 
+    plan = resolve(cfg, run_dir, args.resume, dist)  # the run's own checks, one line, before anything is printed
     if dist.main:
         print(precision_report(cfg), flush=True)
     if cfg.train.async_ is None or not cfg.train.async_.max_staleness:  # async: its pipeline says its own split
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from arena.policies.openai import ServerError
 
     try:
-        trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist)
+        trainer = Trainer(cfg, run_dir, resume=args.resume, dist=dist, plan=plan)
         rows = trainer.run(args.max_steps)
     except ServerError as e:
         raise RunStopped(server_lost(e, run_dir)) from None

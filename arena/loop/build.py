@@ -168,14 +168,16 @@ class Built:
     components: Any  # arena.loop.component.Components: the features this run uses
 
 
-def build_trainer(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE) -> Built:
-    """Every part of a training run: the plan and its checks first (no model loaded), then the policies
-    (bots before models), the learners, the game's state and runner, and the components."""
+def build_trainer(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE,
+                  plan: Plan | None = None) -> Built:
+    """Every part of a training run: the plan and its checks first (no model loaded; ``plan``: resolved
+    already), then the policies (bots before models), the learners, the game's state and runner, and the
+    components."""
     from arena.learners.schedule import make_schedule
     from arena.loop.component import Components, Parts
     from arena.loop.components import COMPONENTS
 
-    plan = resolve(cfg, run_dir, resume, dist)
+    plan = plan if plan is not None else resolve(cfg, run_dir, resume, dist)
     policies, store = plan_policies(plan)
     bases: dict[tuple[str, str, str], Any] = {}  # the learners' shared bases (vLLM groups)
     trained = [build_trained(plan, name, policies, store, bases) for name in cfg.trainables]

@@ -45,12 +45,12 @@ class Trainer:
     """Rollouts with the policy table, advantages and an update of each trainable policy, per step."""
 
     def __init__(self, cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE,
-                 parts: Any = None):
+                 parts: Any = None, plan: Any = None):
         """``parts``: the :class:`~arena.loop.build.Built` run :func:`~arena.loop.build.build_trainer` makes from
-        ``cfg`` (built here when not given)."""
+        ``cfg`` (built here when not given; from ``plan`` when it is resolved already)."""
         from arena.loop.build import build_trainer
 
-        built = parts if parts is not None else build_trainer(cfg, run_dir, resume, dist)
+        built = parts if parts is not None else build_trainer(cfg, run_dir, resume, dist, plan)
         self.cfg, self.run_dir, self.dist = cfg, run_dir, dist
         self.step = 0
         self.policies, self.trained, self.schedule = built.policies, built.trained, built.schedule

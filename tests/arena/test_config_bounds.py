@@ -79,3 +79,10 @@ def test_the_cli_says_it_in_one_line_and_exits_2(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "arena.train", str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
     assert "expand to more than" in out.stderr
+
+
+def test_exact_descent_with_a_bot_seat_is_refused() -> None:
+    """train.descent descends the trainable policy at every seat: a bot in a seat was silently left out."""
+    with pytest.raises(ConfigError, match=r"train.descent descends the trainable policy at every seat .*, but "
+                                          r"seats.player_1 plays 'scripted:cfr'"):
+        load_config("games/openspiel/kuhn.ed.yaml", ["seats={player_0: learner, player_1: 'scripted:cfr'}"])

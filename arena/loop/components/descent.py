@@ -64,6 +64,11 @@ def check(cfg: Any, game: Any, origin: str = "config") -> None:
         raise ConfigError(f"{head} needs game.action_mode: score (the policy it descends is the one scored), "
                           f"got {getattr(cfg.game.settings, 'action_mode', None)!r}")
     trainable = cfg.trainables
+    others = {seat: name for seat, name in cfg.seat_table().items() if trainable and name != trainable[0]}
+    if others:
+        seat, name = next(iter(others.items()))
+        raise ConfigError(f"{head} descends the trainable policy at every seat (the tree has no other player), but "
+                          f"seats.{seat} plays {name!r}; map every seat to {trainable[0]!r} or turn train.descent off")
     if len(trainable) != 1:
         raise ConfigError(f"{head} descends one trainable policy's exploitability, got {len(trainable)}: {trainable}")
     learner = cfg.learner_for(trainable[0])
