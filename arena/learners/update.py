@@ -93,6 +93,10 @@ class Learner(ObjectiveTerms):
         self.magnet = Magnet(cfg.magnet, ref_model) if cfg.magnet is not None else None
         self._sketcher: Any = None  # learner.whiten's count sketch (its signs drawn once)
         model.train()
+        if cfg.activation_checkpointing:
+            from arena.learners.recompute import checkpoint_layers
+
+            checkpoint_layers(model)
         self.master: list[torch.Tensor] | None = None
         if cfg.backend == "deepspeed":
             from arena.learners.ds import build_engine
