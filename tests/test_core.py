@@ -95,7 +95,8 @@ def test_quiz_trains_with_a_referee_a_frozen_judge_and_state(tmp_path: Path, tin
     resumed = tmp_path / "resumed"
     seed_everything(1)  # the checkpoint's RNG state, not this, must decide step 2
     again = Trainer(cfg, resumed, resume=straight / "checkpoints" / "step_000001")
-    assert again.state.questions == lib1["questions"] and again.state.updates == 1  # type: ignore[attr-defined]
+    state = again.feature("game_state").state
+    assert state.questions == lib1["questions"] and state.updates == 1
     again.run()
     assert _library(resumed, 2) == lib2
     (want,), (got,) = _rows(straight)[1:], _rows(resumed)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+from tolerance import LOGITS, approx32
 
 from arena.core.errors import ConfigError
 from arena.loop.components.canary import FLOAT32_MAX_GAP, StaleWeights
@@ -291,7 +292,6 @@ import json, sys
 import torch
 from arena.policies.vllm import VLLMEngine
 from arena.rank.tournament import main
-from tolerance import LOGITS, approx32
 torch.set_num_threads(1)
 engines, served = [], []
 init, generate = VLLMEngine.__init__, VLLMEngine.generate

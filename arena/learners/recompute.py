@@ -18,6 +18,7 @@ gradients (the reference's and the old policy's passes, generation) run as befor
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -38,30 +39,29 @@ def decoder_layers(model: Any) -> list[torch.nn.Module]:
 
 def checkpoint_layers(model: Any) -> int:
     """Checkpoint every decoder layer of ``model`` (:func:`decoder_layers`) while gradients are on; returns how
-    many. Idempotent: a layer already checkpointed is left as it is."""
+    many. Idempotent: a layer already checkpointed is left as it is. The wrapper is a method bound to its layer
+    (not a closure over the layer's own ``forward``), so a ``copy.deepcopy`` of the model runs its own weights."""
     layers = decoder_layers(model)
     for layer in layers:
         if getattr(layer, "_arena_checkpointed", False):
             continue
-        layer.forward = _checkpointed(layer.forward)  # an instance attribute: nn.Module.__call__ calls it
+        layer.forward = types.MethodType(_checkpointed_forward, layer)  # nn.Module.__call__ calls it
         layer._arena_checkpointed = True
     return len(layers)
 
 
-def _checkpointed(forward: Any) -> Any:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if not torch.is_grad_enabled():
-            return forward(*args, **kwargs)
-        cache = next((kwargs[k] for k in CACHE_KWARGS if kwargs.get(k) is not None), None)
-        state = cache_state(cache)
+def _checkpointed_forward(layer: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    forward = type(layer).forward.__get__(layer)
+    if not torch.is_grad_enabled():
+        return forward(*args, **kwargs)
+    cache = next((kwargs[k] for k in CACHE_KWARGS if kwargs.get(k) is not None), None)
+    state = cache_state(cache)
 
-        def again(*inputs: Any) -> Any:
-            restore(cache, state)
-            return forward(*inputs, **kwargs)
+    def again(*inputs: Any) -> Any:
+        restore(cache, state)
+        return forward(*inputs, **kwargs)
 
-        return checkpoint(again, *args, use_reentrant=False)
-
-    return run
+    return checkpoint(again, *args, use_reentrant=False)
 
 
 def cache_state(cache: Any) -> tuple[list[Any], list[dict[str, Any]]] | None:

@@ -22,7 +22,7 @@ def test_scheduled_lr_by_hand() -> None:
     assert [scheduled_lr(1.0, 0.2, "cosine", f) for f in (0.0, 0.5, 1.0)] == pytest.approx([1.0, 0.6, 0.2])
     assert scheduled_lr(1.0, 0.2, "cosine", 0.25) == pytest.approx(0.2 + 0.8 * (1 + math.cos(math.pi / 4)) / 2)
     assert scheduled_lr(2.0, 0.0, "linear", 0.75) == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="expected constant, linear or cosine"):
+    with pytest.raises(ValueError, match="expected constant, linear, cosine or inverse_sqrt"):
         scheduled_lr(1.0, 0.1, "step", 0.5)
 
 

@@ -95,6 +95,28 @@ def test_passes_without_gradients_are_left_alone(tiny: Any) -> None:
         assert saved_bytes(recomputed, mb, share) == 0
 
 
+def test_a_copy_of_a_checkpointed_model_runs_its_own_weights(tiny: Any) -> None:
+    """copy.deepcopy of a checkpointed model (as a reference or a bf16 copy is made) computes with the copy's
+    weights: a wrapper closed over the original layer's forward ran the original's (in bf16: a dtype error)."""
+    mb, share = plain()
+    checked = copy.deepcopy(tiny).train()
+    checkpoint_layers(checked)
+    twin = copy.deepcopy(checked)
+    with torch.no_grad():
+        for p in twin.model.layers.parameters():
+            p.mul_(0.5)
+        moved = completion_log_softmax(twin, mb, 0.7, share)
+        for p in tiny.model.layers.parameters():
+            p.mul_(0.5)
+        assert torch.equal(moved, completion_log_softmax(tiny, mb, 0.7, share))
+        for p in tiny.model.layers.parameters():
+            p.mul_(2.0)
+    half = copy.deepcopy(checked).to(torch.bfloat16)
+    with torch.no_grad():
+        expected = completion_log_softmax(copy.deepcopy(tiny).to(torch.bfloat16), mb, 0.7, share)
+        assert torch.equal(completion_log_softmax(half, mb, 0.7, share), expected)
+
+
 @pytest.mark.parametrize("share", [False, True])
 def test_the_learner_step_is_the_same_with_and_without_it(learner_gradient: Any, share: bool) -> None:
     samples = repeated_prompts()
