@@ -231,7 +231,8 @@ class Walker:
                             tainted.add(n)
                             if n.startswith("self.") and cls is not None:
                                 self.class_taint.setdefault((mod.name, cls), set()).add(n)
-        for call in [c for c in ast.walk(fn) if isinstance(c, ast.Call)]:
+        calls = sorted((c for c in ast.walk(fn) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+        for call in calls:  # in reading order
             passed = [(i, a) for i, a in enumerate(call.args) if reads(a, tainted)]
             passed_kw = [k for k in call.keywords if k.value is not None and reads(k.value, tainted)]
             via_self = (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)

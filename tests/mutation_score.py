@@ -85,8 +85,11 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/stats/heldout.py": tuple(f"arena.stats.heldout.x_{f}__mutmut_*" for f in (
         "held_out_seeds", "bootstrap", "bootstrap_difference")),
     "arena/games/openspiel/rules.py": ("arena.games.openspiel.rules.x_describe__mutmut_*",),
-    "arena/games/openspiel/exact.py": ("arena.games.openspiel.exact.*",),
-    "arena/games/openspiel/descent.py": ("arena.games.openspiel.descent.*",),
+    # The exact layer (issue #52 moved it out of arena/games/openspiel/exact.py and descent.py, now shims).
+    "arena/exact/descent.py": ("arena.exact.descent.*",),
+    "arena/exact/best_response.py": ("arena.exact.best_response.*",),
+    "arena/exact/values.py": ("arena.exact.values.*",),
+    "arena/exact/average.py": ("arena.exact.average.*",),
     "arena/learners/progress.py": ("arena.learners.progress.x_scheduled_lr__mutmut_*",),
     "arena/learners/clip.py": ("arena.learners.clip.*",),
     # Issue #51's switches: the regularisers' formulas, the magnet (its weights, moves, anneal and state, through a
@@ -97,6 +100,11 @@ SCOPE: dict[str, tuple[str, ...]] = {
     "arena/learners/checks.py": ("arena.learners.checks.*",),
     "arena/algorithms/mmd.py": ("arena.algorithms.mmd.*",),
     "arena/loop/components/warm_start.py": ("arena.loop.components.warm_start.x_threshold__mutmut_*", "arena.loop.components.warm_start.x_episode_turns__mutmut_*"),
+    # The whitening solve and its sketch (tests/learners/test_whiten.py), the average policy's reservoir and
+    # records (tests/learners/test_average_target.py).
+    "arena/learners/whiten.py": ("arena.learners.whiten.x_solve__mutmut_*", "arena.learners.whiten.xǁSketcherǁ*"),
+    "arena/loop/components/average.py": tuple(f"arena.loop.components.average.x_{f}__mutmut_*" for f in (
+        "reservoir_add", "turn_record", "record_sample")),
     "arena/loop/components/stop.py": tuple(f"arena.loop.components.stop.{f}__mutmut_*" for f in (
         "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),
 }

@@ -1,50 +1,21 @@
 """``train.average`` (arena/loop/components/average.py): NFSP's average policy as a component of the loop.
 
-The reservoir is a uniform sample of the stream (algorithm R; the supervised target is tested in
-tests/learners/test_average_target.py); a run with it plays and evaluates policy ``average``, saves it in its checkpoints and resumes it exactly; and a
+The reservoir (algorithm R) and the supervised target are tested in tests/learners/test_average_target.py; a run with it plays and evaluates policy ``average``, saves it in its checkpoints and resumes it exactly; and a
 config it cannot serve is one line."""
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 import torch
 
 from arena.core.errors import ConfigError
-from arena.loop.components.average import record_sample, reservoir_add
 from arena.loop.config import load_config
 from arena.loop.trainer import TIMING_KEYS, Trainer, seed_everything
-from tolerance import within
 
 KUHN = "games/openspiel/kuhn.score.yaml"
-
-
-def test_the_reservoir_keeps_each_record_with_equal_probability() -> None:
-    """After n records a buffer of k holds each with probability k / n (Vitter's algorithm R): counted over
-    4,000 seeded runs, the first, a middle and the last record are each kept 1,000 / 4,000 = 25% of the time."""
-    n, k, runs = 40, 10, 4000
-    kept = {0: 0, 20: 0, 39: 0}
-    for seed in range(runs):
-        rng, buffer, seen = random.Random(seed), [], 0
-        for r in range(n):
-            seen = reservoir_add(buffer, seen, r, k, rng)
-        assert len(buffer) == k and seen == n
-        for r in kept:
-            kept[r] += r in buffer
-    for r, count in kept.items():
-        assert count / runs == within(k / n, 0.03, "4,000 runs: 4.4 standard errors of a 25% rate"), r
-
-
-def test_the_reservoir_is_a_first_come_buffer_until_full() -> None:
-    buffer: list[int] = []
-    seen = 0
-    rng = random.Random(0)
-    for r in range(5):
-        seen = reservoir_add(buffer, seen, r, 8, rng)
-    assert buffer == [0, 1, 2, 3, 4] and seen == 5
 
 
 def run(model: Path, folder: Path, *extra: str, resume: bool = False) -> Trainer:

