@@ -107,6 +107,8 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "reservoir_add", "turn_record", "record_sample")),
     "arena/loop/components/stop.py": tuple(f"arena.loop.components.stop.{f}__mutmut_*" for f in (
         "x_track_best", "x_evals_since_best", "x_decide", "xǁStopWatchǁ__init__", "xǁStopWatchǁadd", "xǁStopWatchǁupdate")),
+    # The chosen tokens' log-probs a slice of the head at a time, values and gradients (tests/learners/test_head.py).
+    "arena/learners/head.py": ("arena.learners.head.*",),
 }
 
 #: Surviving mutants judged equivalent; the reason for each is in bench/MUTATION.md.

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from arena.core.types import Sample
+from arena.learners.head import head_logprobs, head_outputs_hidden, plain_head
 from arena.learners.prefix import pack_by_prefix, shared_prefix_len
 
 MIN_SAVED = 32
@@ -142,6 +143,12 @@ def completion_log_softmax(model: Any, mb: MicroBatch, temperature: float, share
     (:func:`distinct_prompt_logits`), and a shared prefix (``mb.prefix_len``) is run once with the rows'
     suffixes on its cache (:func:`shared_prefix_logits`): same values and gradients, fewer FLOPs.
     """
+    return log_softmax_at(completion_logits(model, mb, share_prompt), temperature)
+
+
+def completion_logits(model: Any, mb: MicroBatch, share_prompt: bool = False) -> torch.Tensor:
+    """The logits scoring each completion token, ``(b, T, V)`` in the model's dtype, by the layout
+    :func:`completion_log_softmax` describes."""
     t_len = mb.completion_ids.shape[1]
     if share_prompt and mb.prompt_of is not None:
         logits = distinct_prompt_logits(model, mb)
@@ -149,7 +156,12 @@ def completion_log_softmax(model: Any, mb: MicroBatch, temperature: float, share
         logits = shared_prefix_logits(model, mb)
     else:
         logits = right_padded_logits(model, mb)
-    logits = logits[:, :t_len, :].float()
+    return logits[:, :t_len, :]
+
+
+def log_softmax_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``log softmax(logits / temperature)`` in float32 over the last dimension."""
+    logits = logits.float()
     if temperature > 0 and temperature != 1.0:  # x / 1 is x: no pass over (b, T, V) and none in backward
         logits = logits / temperature
     return torch.log_softmax(logits, dim=-1)
@@ -289,6 +301,19 @@ def expand_cache(cache: Any, rows: int) -> Any:
 
 
 def completion_logprobs(model: Any, mb: MicroBatch, temperature: float, share_prompt: bool = False) -> torch.Tensor:
-    """Log-probs of the completion tokens under ``model`` at ``temperature``. ``-> (b, T)``."""
-    logp = completion_log_softmax(model, mb, temperature, share_prompt)
+    """Log-probs of the completion tokens under ``model`` at ``temperature``. ``-> (b, T)``.
+
+    Where the model's logits are its plain head's output (:func:`arena.learners.head.plain_head`), the
+    forward stops at the head's input and :func:`arena.learners.head.head_logprobs` scores the chosen
+    tokens a slice of positions at a time: the same values and gradients without a ``(b, T, V)`` tensor.
+    Otherwise the whole log-softmax (:func:`completion_log_softmax`), gathered."""
+    head = plain_head(model)
+    if head is not None:
+        with head_outputs_hidden(head) as calls:
+            hidden = completion_logits(model, mb, share_prompt)
+        if calls:  # the model called its head: ``hidden`` is its input
+            return head_logprobs(hidden, head, mb.completion_ids, temperature)
+        logp = log_softmax_at(hidden, temperature)  # it made its logits some other way: they came back
+    else:
+        logp = completion_log_softmax(model, mb, temperature, share_prompt)
     return logp.gather(-1, mb.completion_ids[..., None]).squeeze(-1)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from arena.core.types import Sample
-from arena.learners.batch import MicroBatch, collate, completion_log_softmax
+from arena.learners.batch import MicroBatch, collate, completion_log_softmax, completion_logprobs
 from arena.learners.losses import normalise_choices
 from arena.learners.regularisers import choice_log_softmax
 
@@ -62,7 +62,11 @@ class ModelPasses:
             return completion_log_softmax(model, mb, self.temperature, self.cfg.share_prompt_prefix)
 
     def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
-        return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+        """The completion tokens' log-probs ``(b, T)``: without autocast, through the lm head a slice at a time
+        where the model allows (:func:`~arena.learners.batch.completion_logprobs`), no ``(b, T, V)`` tensor."""
+        if self.cfg.autocast_bf16 and self.engine is None:
+            return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+        return completion_logprobs(model, mb, self.temperature, self.cfg.share_prompt_prefix)
 
     def _normalise_choices(self, model: Any, samples: Sequence[Sample], mb: MicroBatch, logp: torch.Tensor
                            ) -> tuple[torch.Tensor, Choices | None]:
@@ -94,7 +98,7 @@ class ModelPasses:
         sums = own
         if rows:
             alt_mb = collate(rows, list(range(len(rows))), self.pad_id, self.device, self.cfg.share_prefix_min_tokens)
-            alt_logp = self._log_softmax(model, alt_mb).gather(-1, alt_mb.completion_ids[..., None]).squeeze(-1)
+            alt_logp = self._logprobs(model, alt_mb)
             sums = torch.cat([own, (alt_logp * alt_mb.completion_mask).sum(-1)])
         alt_sums = sums[torch.tensor(source, device=sums.device)]  # (n_alt,)
         return normalise_choices(logp, mb.completion_mask, alt_sums, owner), Choices(own, alt_sums, owner)

@@ -201,8 +201,12 @@ class Learner(ObjectiveTerms):
                     totals: BatchTotals, progress: Progress | None) -> None:
         """One micro-batch of one epoch: its forward, its share of the whole batch's loss, backward."""
         cfg, mb, n = self.cfg, plan.micro[k], self.cfg.updates_per_batch
-        logp_full = self._log_softmax(self._forward_model(), mb)  # (b, T, V)
-        logp = logp_full.gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+        logp_full = None  # (b, T, V), made only for what needs the whole distribution
+        if cfg.token_entropy > 0 or self.objectives:
+            logp_full = self._log_softmax(self._forward_model(), mb)
+            logp = logp_full.gather(-1, mb.completion_ids[..., None]).squeeze(-1)
+        else:
+            logp = self._logprobs(self._forward_model(), mb)
         logp, choices = self._normalise_choices(self._forward_model(), plan.samples, mb, logp)
         if before.old[k] is None:
             before.old[k] = logp.detach()
@@ -218,7 +222,8 @@ class Learner(ObjectiveTerms):
         loss = (per_token * w).sum()
         loss = self._regularisers(loss, plan, before, k, logp_full, logp, choices, w, tally)
         if self.objectives:
-            ctx = ObjectiveContext(mb, logp_full, before.probes[k], mb.weights, progress, totals, plan.samples)
+            ctx = ObjectiveContext(mb, logp_full, before.probes[k], mb.weights, progress, totals,  # type: ignore[arg-type]
+                                   plan.samples)
             for key, term in self.objectives:
                 value = term.loss(ctx)
                 loss = loss + value
@@ -259,7 +264,7 @@ class Learner(ObjectiveTerms):
             tally.add("bound/stopped_frac", float(stopped.sum()) / cfg.updates_per_batch)
         return pg
 
-    def _regularisers(self, loss: torch.Tensor, plan: StepPlan, before: Before, k: int, logp_full: torch.Tensor,
+    def _regularisers(self, loss: torch.Tensor, plan: StepPlan, before: Before, k: int, logp_full: torch.Tensor | None,
                       logp: torch.Tensor, choices: Choices | None, w: torch.Tensor, tally: Tally) -> torch.Tensor:
         """``loss`` plus this micro-batch's share of the entropy bonuses and the magnet's KL (each on only when
         configured). Chosen replies' terms are a mean over the batch's chosen replies (unweighted, as
@@ -272,7 +277,7 @@ class Learner(ObjectiveTerms):
             loss = loss - cfg.choice_entropy * bonus
             tally.add("choice_entropy", float(bonus.detach()) / n)
         if cfg.token_entropy > 0:  # -coef x the aggregated entropy at the generated tokens
-            bonus = (token_entropy(logp_full) * free).sum()
+            bonus = (token_entropy(logp_full) * free).sum()  # type: ignore[arg-type]  # made when token_entropy > 0
             loss = loss - cfg.token_entropy * bonus
             tally.add("token_entropy", float(bonus.detach()) / n)
         if before.magnet is not None and cfg.magnet is not None:  # +coef x KL(pi || rho)
