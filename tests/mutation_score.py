@@ -124,9 +124,9 @@ EQUIVALENT: set[str] = {
     # descent.py: np.asarray's dtype float -> None/absent (the inputs are floats already), zip's strict=True ->
     # None/False/absent (the lengths are equal by construction), and in bounded a > 0 -> a >= 0, a < 0 -> a <= 0
     # (an advantage of 0 maps to 0 either way).
-    *(f"arena.games.openspiel.descent.x_action_advantages__mutmut_{i}" for i in (3, 5, 7, 9, 18, 21, 22)),
-    *(f"arena.games.openspiel.descent.x_natural_advantages__mutmut_{i}" for i in (3, 5, 7, 9)),
-    *(f"arena.games.openspiel.descent.x_bounded__mutmut_{i}" for i in (6, 12, 18, 21, 22)),
+    *(f"arena.exact.descent.x_action_advantages__mutmut_{i}" for i in (3, 5, 7, 9, 18, 21, 22)),
+    *(f"arena.exact.descent.x_natural_advantages__mutmut_{i}" for i in (3, 5, 7, 9)),
+    *(f"arena.exact.descent.x_bounded__mutmut_{i}" for i in (6, 12, 18, 21, 22)),
     # parse_action's match default "exact" -> any other string: every value but "nearest" reads exactly.
     "arena.games.household.actions.x_parse_action__mutmut_2",
     "arena.games.household.actions.x_parse_action__mutmut_3",
@@ -152,8 +152,8 @@ EQUIVALENT: set[str] = {
     # average_metrics: np.asarray(rows, dtype=float) -> dtype=None / no dtype: every caller's tables are float
     # arrays already (played_array; the checkpoint's lists are read back as float), and 0/1 integer rows average
     # to the same floats.
-    "arena.games.openspiel.exact.x_average_metrics__mutmut_7",
-    "arena.games.openspiel.exact.x_average_metrics__mutmut_9",
+    "arena.exact.average.x_average_metrics__mutmut_7",
+    "arena.exact.average.x_average_metrics__mutmut_9",
     # grpo(..., scale=False) -> scale=None: both falsy.
     "arena.learners.advantages.x_lsp_solver__mutmut_3",
     # super().update(metrics) -> super().update(None): the base update ignores its argument.
@@ -309,15 +309,25 @@ EQUIVALENT: set[str] = {
     "arena.games.openspiel.rules.x_describe__mutmut_16",
     # average_policy: the weights are normalised (w / w.sum()), so a default of 1.0 * K or 2.0 / K per
     # policy, or an int dtype, gives the same w; einsum subscripts in upper case are the same contraction.
-    *(f"arena.games.openspiel.exact.x_average_policy__mutmut_{i}" for i in (8, 9, 12, 14, 44, 55, 64)),
+    *(f"arena.exact.average.x_average_policy__mutmut_{i}" for i in (8, 9, 12, 14, 44, 55, 64)),
     # expected_results: p > 0 -> p >= 0 also walks branches of probability 0, which add 0; the returns and
     # the sum are floats whatever dtype asarray is given.
-    *(f"arena.games.openspiel.exact.x_expected_results__mutmut_{i}" for i in (3, 5, 21, 24, 26)),
+    *(f"arena.exact.values.x_expected_results__mutmut_{i}" for i in (3, 5, 21, 24, 26)),
     # tabular_policy: probabilities are floats with or without dtype=float; |sum - 1| > 1e-6 -> >= 1e-6
     # differs only at exactly 1e-6, which no float sum of the tests' answers hits.
-    *(f"arena.games.openspiel.exact.x_tabular_policy__mutmut_{i}" for i in (45, 47, 59)),
+    *(f"arena.exact.tree.x_tabular_policy__mutmut_{i}" for i in (45, 47, 59)),
     # count_info_states: a chance node's legal_actions() are its chance outcomes' actions.
-    "arena.games.openspiel.exact.x_count_info_states__mutmut_25",
+    "arena.exact.tree.x_count_info_states__mutmut_25",
+    # whiten's Sketcher: the signs' dtype (int8 -> int64: the same +-1 after * 2 - 1) and randint(2, ...) (low
+    # defaults to 0); the step counter's start (only differences of steps are read); zip's strict (the signs are
+    # made from the params, so the lengths are equal); v / sign (sign is +-1, so the same as v * sign). solve:
+    # K.shape[1] for K.shape[0] (K is square).
+    *(f"arena.learners.whiten.xǁSketcherǁ__init____mutmut_{i}" for i in (12, 13, 17, 24)),
+    *(f"arena.learners.whiten.xǁSketcherǁ__call____mutmut_{i}" for i in (10, 13, 14, 21)),
+    "arena.learners.whiten.x_solve__mutmut_2",
+    # descent_targets: its default arguments (weighting "policy", bound 0.0) mutated. mutmut's trampoline keeps the
+    # original signature and hands the mutant the original's defaults, so a mutated default never runs.
+    *(f"arena.exact.descent.x_descent_targets__mutmut_{i}" for i in (1, 2, 3)),
     # stop.decide: track_best reads every mode but "min" as max, so "max" -> "XXmaxXX" / "MAX" is the same.
     "arena.loop.components.stop.x_decide__mutmut_48",
     "arena.loop.components.stop.x_decide__mutmut_49",

@@ -47,6 +47,8 @@ SLICE_FLOATS = 1 << 23
 def plain_head(model: Any) -> torch.nn.Linear | None:
     """The model's output embeddings when its logits are exactly their output (see :data:`PLAIN_LOGITS`), else None."""
     inner = getattr(model, "module", model)  # a DeepSpeed engine's model
+    base = getattr(inner, "get_base_model", None)  # a peft model, or one policy's view of a shared base
+    inner = base() if callable(base) else inner
     config = getattr(inner, "config", None)
     if getattr(config, "model_type", None) not in PLAIN_LOGITS:
         return None

@@ -93,3 +93,35 @@ def test_the_reservoir_is_a_first_come_buffer_until_full() -> None:
     for r in range(5):
         seen = reservoir_add(buffer, seen, r, 8, rng)
     assert buffer == [0, 1, 2, 3, 4] and seen == 5
+
+
+class Drawn:
+    """A ``random.Random`` stand-in that answers ``randrange(n)`` with a set slot and remembers ``n``."""
+
+    def __init__(self, slot: int):
+        self.slot, self.asked = slot, []
+
+    def randrange(self, n: int) -> int:
+        self.asked.append(n)
+        return self.slot
+
+
+def test_a_full_reservoir_draws_among_seen_plus_one_slots_and_keeps_the_record_only_inside() -> None:
+    """Algorithm R by hand: after 5 records in a buffer of 2, the 6th draws from ``randrange(6)``; slot 1 is
+    replaced, slot 2 (outside the buffer) replaces nothing."""
+    buffer = ["a", "b"]
+    rng = Drawn(1)
+    assert reservoir_add(buffer, 5, "f", 2, rng) == 6 and buffer == ["a", "f"] and rng.asked == [6]
+    rng = Drawn(2)
+    assert reservoir_add(buffer, 6, "g", 2, rng) == 7 and buffer == ["a", "f"] and rng.asked == [7]
+
+
+def test_a_turn_record_is_its_prompt_move_and_choices_as_lists() -> None:
+    from types import SimpleNamespace
+
+    from arena.loop.components.average import turn_record
+
+    turn = SimpleNamespace(prompt_ids=(1, 2, 3), completion_ids=(7,), alternatives=((8,), (9, 10)))
+    record = turn_record(turn)
+    assert record == {"prompt_ids": [1, 2, 3], "completion_ids": [7], "alternatives": [[8], [9, 10]]}
+    assert all(type(v) is list for v in record.values()) and all(type(a) is list for a in record["alternatives"])

@@ -78,3 +78,59 @@ def test_a_whitened_push_moves_each_decision_by_its_own_advantage() -> None:
     kappa = float(K.diagonal().mean())
     assert stats["whiten/decisions"] == 2.0 and stats["whiten/kernel_cos"] == within(cos, 0.02, "a 2**20 sketch")
     assert (white / kappa).tolist() == within([1.0, -0.5], 0.05, "damping 1e-3 and the sketch's error")
+
+
+def sketch_params() -> list[torch.nn.Parameter]:
+    """Weights of 5, 4 and 3 numbers; the middle one has no gradient (a layer the decision did not reach)."""
+    params = [torch.nn.Parameter(torch.zeros(n, dtype=torch.float64)) for n in (5, 4, 3)]
+    params[0].grad = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64)
+    params[2].grad = torch.tensor([10.0, 20.0, 30.0], dtype=torch.float64)
+    return params
+
+
+def test_the_sketch_puts_weight_n_signed_into_bucket_n_mod_size() -> None:
+    """By hand: the flattened model's weight n (a weight without gradient counts as 0 and still takes its place)
+    times its sign goes into bucket n mod 4; 12 weights wrap the 4 buckets three times."""
+    params = sketch_params()
+    sketch = Sketcher(params, 4, seed=3)
+    signs = torch.cat([s.double() for s in sketch.signs])
+    grads = torch.cat([p.grad if p.grad is not None else torch.zeros(p.numel(), dtype=torch.float64) for p in params])
+    want = torch.zeros(4, dtype=torch.float64)
+    for n in range(12):
+        want[n % 4] += signs[n] * grads[n]
+    assert sketch().double().tolist() == approx64(want.tolist())
+
+
+def test_the_signs_are_fixed_by_the_seed_and_both_occur() -> None:
+    params = sketch_params()
+    a, b, c = Sketcher(params, 4, seed=3), Sketcher(params, 4, seed=3), Sketcher(params, 4, seed=4)
+    flat = lambda s: torch.cat(s.signs).tolist()  # noqa: E731
+    assert flat(a) == flat(b) != flat(c)
+    assert set(flat(a)) == {-1, 1} and torch.equal(a(), b())
+
+
+def test_the_mean_cosine_and_an_unpushed_decision_by_hand() -> None:
+    """K = [[4, 2, 0], [2, 1, 0], [0, 0, 9]]: cosines 1 (decisions 0 and 1), 0, 0, so the mean over the 6 ordered
+    pairs is 2/6. One decision alone: 1. K = [[1, .5], [.5, 1]] undamped, pushes (3) and (1, -1): v = K^-1 (3, 0)
+    = (4, -2); the second decision's pushes sum to 0, so each of its 2 samples takes v / 2 = -1."""
+    K3 = torch.tensor([[4.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 9.0]], dtype=torch.float64)
+    assert solve(K3, [[1.0], [1.0], [1.0]], 0.1)[1] == approx64(1 / 3)
+    assert solve(torch.tensor([[2.5]], dtype=torch.float64), [[1.0]], 0.1)[1] == 1.0
+    out, mean_cos = solve(torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=torch.float64), [[3.0], [1.0, -1.0]], 0.0)
+    assert out[0] == approx64([4.0]) and out[1] == approx64([-1.0, -1.0]) and mean_cos == approx64(0.5)
+
+
+def test_the_solve_does_not_depend_on_the_kernels_scale() -> None:
+    """K / mean diag(K) and the cosines are unchanged when K is 1e-6 of itself (gradients of a tiny model)."""
+    K = torch.tensor([[1.0, 0.3], [0.3, 2.0]], dtype=torch.float64)
+    big, small = solve(K, [[1.0, 2.0], [-1.0]], 0.1), solve(K * 1e-6, [[1.0, 2.0], [-1.0]], 0.1)
+    assert small[0][0] == approx64(big[0][0]) and small[0][1] == approx64(big[0][1]) and small[1] == approx64(big[1])
+
+
+def test_the_sketch_sums_in_float64() -> None:
+    """Signed weights 1e8, 1 and -1e8 in one bucket: 1 in float64; a float32 sum would lose the 1."""
+    params = [torch.nn.Parameter(torch.zeros(1, dtype=torch.float64)) for _ in range(3)]
+    sketch = Sketcher(params, 1, seed=0)
+    for p, s, g in zip(params, sketch.signs, (1e8, 1.0, -1e8), strict=True):
+        p.grad = torch.tensor([g * float(s[0])], dtype=torch.float64)
+    assert sketch().tolist() == [1.0]
