@@ -124,3 +124,26 @@ def test_the_heads_own_instance_forward_comes_back() -> None:
     with head_outputs_hidden(head) as calls:
         assert torch.equal(head(torch.ones(1, 2)), torch.ones(1, 2)) and calls == [1]
     assert torch.equal(head(torch.ones(1, 2)), torch.full((1, 2), 2.0))
+
+
+def test_the_head_is_found_through_a_deepspeed_engine_and_a_policy_view(tiny: Any) -> None:
+    """A DeepSpeed engine holds the model as ``.module``; a shared base's policy view (arena/learners/adapters.py)
+    and a peft model answer ``get_base_model()``; neither has the model's config itself."""
+
+    class Engine(torch.nn.Module):
+        def __init__(self, inner: Any):
+            super().__init__()
+            self.module = inner
+
+    class View(torch.nn.Module):
+        def __init__(self, inner: Any):
+            super().__init__()
+            self.inner = inner
+
+        def get_base_model(self) -> Any:
+            return self.inner
+
+    model = copy.deepcopy(tiny)
+    assert plain_head(Engine(model)) is model.lm_head
+    assert plain_head(View(model)) is model.lm_head
+    assert plain_head(Engine(View(model))) is model.lm_head

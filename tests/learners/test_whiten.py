@@ -81,16 +81,17 @@ def test_a_whitened_push_moves_each_decision_by_its_own_advantage() -> None:
 
 
 def sketch_params() -> list[torch.nn.Parameter]:
-    """Weights of 5, 4 and 3 numbers; the middle one has no gradient (a layer the decision did not reach)."""
-    params = [torch.nn.Parameter(torch.zeros(n, dtype=torch.float64)) for n in (5, 4, 3)]
+    """Weights of 5, 3 and 4 numbers; the middle one has no gradient (a layer the decision did not reach)."""
+    params = [torch.nn.Parameter(torch.zeros(n, dtype=torch.float64)) for n in (5, 3, 4)]
     params[0].grad = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64)
-    params[2].grad = torch.tensor([10.0, 20.0, 30.0], dtype=torch.float64)
+    params[2].grad = torch.tensor([10.0, 20.0, 30.0, 40.0], dtype=torch.float64)
     return params
 
 
 def test_the_sketch_puts_weight_n_signed_into_bucket_n_mod_size() -> None:
     """By hand: the flattened model's weight n (a weight without gradient counts as 0 and still takes its place)
-    times its sign goes into bucket n mod 4; 12 weights wrap the 4 buckets three times."""
+    times its sign goes into bucket n mod 4; 12 weights wrap the 4 buckets three times, and the weight without a
+    gradient moves the next one's bucket by 3 (not by a multiple of 4, so its step's direction shows)."""
     params = sketch_params()
     sketch = Sketcher(params, 4, seed=3)
     signs = torch.cat([s.double() for s in sketch.signs])
