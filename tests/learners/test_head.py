@@ -26,7 +26,7 @@ def reference(hidden: torch.Tensor, head: torch.nn.Linear, ids: torch.Tensor, te
     return torch.log_softmax(z, -1).gather(-1, ids[..., None]).squeeze(-1)
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])  # 0: greedy is scored at 1, as the log-softmax does
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 2.0, 0.0])  # 0: greedy is scored at 1, as the log-softmax does
 @pytest.mark.parametrize("slice_rows", [1, 3, 100])  # 3 of 7 rows: an uneven last slice
 def test_values_and_gradients_are_the_log_softmax_in_float64(monkeypatch: pytest.MonkeyPatch, temperature: float,
                                                                 slice_rows: int) -> None:
