@@ -56,15 +56,18 @@ class ModelPasses:
     def _forward_model(self) -> Any:
         return self.engine if self.engine is not None else self.model
 
+    def _autocast(self) -> bool:
+        """bf16 autocast over float32 weights (``learner.autocast_bf16``; DeepSpeed runs its own precision)."""
+        return bool(self.cfg.autocast_bf16) and self.engine is None
+
     def _log_softmax(self, model: Any, mb: MicroBatch) -> torch.Tensor:
-        enabled = self.cfg.autocast_bf16 and self.engine is None
-        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled):
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self._autocast()):
             return completion_log_softmax(model, mb, self.temperature, self.cfg.share_prompt_prefix)
 
     def _logprobs(self, model: Any, mb: MicroBatch) -> torch.Tensor:
         """The completion tokens' log-probs ``(b, T)``: without autocast, through the lm head a slice at a time
         where the model allows (:func:`~arena.learners.batch.completion_logprobs`), no ``(b, T, V)`` tensor."""
-        if self.cfg.autocast_bf16 and self.engine is None:
+        if self._autocast():
             return self._log_softmax(model, mb).gather(-1, mb.completion_ids[..., None]).squeeze(-1)
         return completion_logprobs(model, mb, self.temperature, self.cfg.share_prompt_prefix)
 
