@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from arena.core.memory import cap_onednn_cache
+
+    cap_onednn_cache()  # before any oneDNN primitive is made (#54: a step's new shapes no longer pile up)
     args = build_parser().parse_args(argv)
     check_range("--ranks", args.ranks, 1, MAX_RANKS)
     cfg = load_config(args.config, args.overrides)

@@ -61,6 +61,9 @@ def test_train_with_the_vllm_backend_on_cpu(tmp_path: Path) -> None:
     assert [r["step"] for r in rows] == [1, 2]
     # The engine got the learner's weights after step 1: its logprobs still match the learner's.
     assert rows[1]["logprob_gap"] is not None and rows[1]["logprob_gap"] < 0.2
+    # train.memory.release_engine (auto): the engine gave its weights and KV cache back during each update, and
+    # the sync after it loaded the new weights: the canary found the generator scoring as the learner does.
+    assert all(r["memory/engine_released_mib"] > 0 and r["sync/canary_gap"] < 0.15 for r in rows), rows
     assert (run / "checkpoints" / "step_000002" / "model" / "config.json").is_file()
 
 

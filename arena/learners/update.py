@@ -45,7 +45,8 @@ arena.train refuses it with several ranks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -82,6 +83,9 @@ class Learner(ObjectiveTerms):
         self.temperature = temperature
         self.ref_model = ref_model
         self.version = 0  # optimizer steps taken: which weights a synced generator holds
+        # Called once a step's no-grad passes (reference, magnet, probes) are done, before its first gradient
+        # (train.memory gives the reference's pages back there: arena/loop/components/memory.py).
+        self.after_passes: list[Callable[[], Any]] = []
         if cfg.beta > 0 and ref_model is None:
             raise ValueError("learner.beta > 0 needs the frozen reference model")
         if cfg.lora is not None and not is_lora(model):  # adapters only: the base weights are frozen
@@ -111,6 +115,11 @@ class Learner(ObjectiveTerms):
             if cfg.param_dtype == "bfloat16":
                 self.master = [p.detach().float().clone() for p in model.parameters() if p.requires_grad]
                 model.to(torch.bfloat16)
+                # Each weight's bf16 gradient moves into its fp32 master's as soon as backward has it, so
+                # the whole model's bf16 gradients are never held beside the fp32 ones (issue #54); the same
+                # sums as moving them after backward (a weight's AccumulateGrad runs once per backward).
+                self._master_hooks = [p.register_post_accumulate_grad_hook(partial(_into_master, m))
+                                      for m, p in zip(self.master, self._trained(), strict=True)]
             params = self.master if self.master is not None else self._trained()
             # The fused AdamW kernel is 3x faster than the per-tensor loop on this CPU (measured).
             self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
@@ -195,6 +204,8 @@ class Learner(ObjectiveTerms):
             # Probes are scored once, by the weights before this step's updates.
             probes = [self._probe_dists(samples, mb, need) for mb in micro]
             reweight_stats, reweight_records = self._reweight(samples, micro, probes, progress)
+        for hook in self.after_passes:
+            hook()
         return Before(old, ref, magnet, coef, probes, reweight_stats, reweight_records)
 
     def _micro_step(self, plan: StepPlan, before: Before, k: int, epoch: int, tally: Tally, kept: dict[str, torch.Tensor],
@@ -335,12 +346,10 @@ class Learner(ObjectiveTerms):
             self.engine.backward(loss * self.dist.world if self.dist.active else loss, scale_wrt_gas=False)
         else:
             loss.backward()
-            if self.master is not None:  # bf16 weights: move this micro-batch's gradient into fp32
-                with torch.no_grad():
-                    for m, p in zip(self.master, self._trained(), strict=True):
-                        if p.grad is not None:
-                            m.grad = p.grad.float() if m.grad is None else m.grad.add_(p.grad)
-                            p.grad = None
+            if self.master is not None:  # bf16 weights: a gradient the hooks did not move (none expected)
+                for m, p in zip(self.master, self._trained(), strict=True):
+                    if p.grad is not None:
+                        _into_master(m, p)
 
     def _trained(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
@@ -380,10 +389,12 @@ class Learner(ObjectiveTerms):
     def state_dict(self) -> dict[str, Any]:
         """The optimizer state (this rank's partition under ZeRO); with bf16 weights also the fp32
         master weights, which the checkpoint's bf16 model does not hold (exact resume needs them); with
-        ``learner.magnet`` the magnet's own weights and step count."""
+        ``learner.magnet`` the magnet's own weights and step count. Like torch's ``Optimizer.state_dict``,
+        it holds the learner's own tensors, not copies (a copy of the master cost a checkpoint 4 bytes a
+        parameter more at its peak): write it, or copy it, before the next step."""
         out: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
         if self.master is not None:
-            out["master"] = [m.detach().clone() for m in self.master]
+            out["master"] = [m.detach() for m in self.master]
         if self.magnet is not None:
             out["magnet"] = self.magnet.state_dict()
         return out
@@ -407,3 +418,8 @@ class Learner(ObjectiveTerms):
             self.magnet.load_state_dict(state.get("magnet"), self.device)
 
 
+@torch.no_grad()
+def _into_master(master: torch.Tensor, param: torch.Tensor) -> None:
+    """Add a bf16 weight's gradient into its fp32 master's (``master.grad``) and drop it."""
+    master.grad = param.grad.float() if master.grad is None else master.grad.add_(param.grad)
+    param.grad = None

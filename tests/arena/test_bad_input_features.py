@@ -109,6 +109,13 @@ def test_warm_start_files_that_are_not_what_they_claim(tmp_path: Path) -> None:
     (["learner.lora={target_modules: [nope]}"], "nope match(es) no linear layer"),
     (["play.bot=nosuch"], "play.bot: unknown bot 'nosuch'"),
     (["train.league={enabled: true, bots: [scripted:nosuch]}"], "train.league.bots.0: unknown bot 'nosuch'"),
+    (["train.memory.release_engine=true", "policies.learner.backend=hf"],
+     "train.memory.release_engine: true, but policies.learner generates with backend 'hf'"),
+    (["train.memory.release_engine=true", "learner.lora={r: 8}"],
+     "train.memory.release_engine: true, but policies.learner trains a LoRA adapter"),
+    (["train.memory.release_engine=true", "train.async={max_staleness: 1}"],
+     "train.memory.release_engine: true, but train.async plays"),
+    (["train.memory.release_engine=sometimes"], "train.memory.release_engine"),
 ])
 def test_train_refuses_before_any_model_loads(items: list[str], needle: str, tmp_path: Path) -> None:
     proc = _cli(["arena.train", SPY, *_sets(*items), "--run-dir", str(tmp_path / "run")], env={"HF_HUB_OFFLINE": "1"})

@@ -68,3 +68,60 @@ def test_a_threshold_set_in_the_environment_wins() -> None:
     env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30)}  # the user's: every block from the heap
     fixed, held = held_mib("fixed", env)
     assert fixed == "False" and held >= 48
+
+
+def _rss_file_mib() -> float:
+    row = next(r for r in open("/proc/self/status").read().splitlines() if r.startswith("RssFile:"))
+    return int(row.split()[1]) / 1024
+
+
+def test_page_out_gives_back_a_mapped_checkpoints_pages_and_keeps_its_values(tmp_path) -> None:
+    """The KL reference's case: weights safetensors maps from a file leave the resident set and read back
+    unchanged; a tensor in anonymous memory is left alone (0 bytes advised, values kept)."""
+    import torch
+    from safetensors.torch import safe_open, save_file
+
+    from arena.core.memory import PAGE, page_out
+
+    values = torch.arange(16 << 20, dtype=torch.float32)  # 64 MiB
+    save_file({"w": values, "b": torch.ones(3)}, tmp_path / "model.safetensors")
+    with safe_open(tmp_path / "model.safetensors", framework="pt") as f:
+        mapped = f.get_tensor("w")  # safetensors maps the file (as transformers' float32 loads do)
+    resident = _rss_file_mib()
+    assert float(mapped.sum()) == float(values.sum())  # touched: every page resident
+    touched = _rss_file_mib()
+    advised = page_out([mapped])
+    after = _rss_file_mib()
+    assert advised >= 64 * 2**20 - 2 * PAGE
+    assert touched - after > 48, (resident, touched, after)
+    assert torch.equal(mapped, values)
+    anonymous = values.clone()
+    assert page_out([anonymous]) == 0 and torch.equal(anonymous, values)
+
+
+CAP = """
+import os, sys
+from arena.core.memory import cap_onednn_cache
+print(cap_onednn_cache(), os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"))
+"""
+
+
+@pytest.mark.parametrize(("env", "out"), [
+    ({}, "True 64"),
+    ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "7"}, "False 7"),
+    ({"DNNL_PRIMITIVE_CACHE_CAPACITY": "9"}, "False None"),
+])
+def test_onednn_cache_is_capped_unless_the_environment_says(env: dict[str, str], out: str) -> None:
+    clean = {k: v for k, v in os.environ.items() if "PRIMITIVE_CACHE_CAPACITY" not in k}
+    proc = subprocess.run([sys.executable, "-c", CAP], env={**clean, **env}, capture_output=True, text=True, check=True)
+    assert proc.stdout.split()[-2:] == out.split()
+
+
+def test_arena_train_caps_the_cache_before_anything_runs() -> None:
+    """``arena.train`` caps it first thing: a bad flag (exit 2, nothing loaded) has already set it."""
+    clean = {k: v for k, v in os.environ.items() if "PRIMITIVE_CACHE_CAPACITY" not in k}
+    code = ("import os, sys\nfrom arena.train import main\n"
+            "try:\n    main(['--no-such-flag'])\nexcept SystemExit:\n    pass\n"
+            "print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'))")
+    proc = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True)
+    assert proc.stdout.split()[-1] == "64", (proc.stdout, proc.stderr[-500:])

@@ -202,3 +202,30 @@ def test_a_bf16_run_syncs_an_fp32_generator_and_resumes_exactly(digits: Path, tm
         assert torch.equal(g, b.float()), name
     assert rows(tmp_path / "resumed") == got
     assert torch.equal(flat(resumed.learner.master), flat(straight.learner.master))
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_gradients_move_into_the_master_during_backward_with_the_same_sums(tied: bool) -> None:
+    """Issue #54: each bf16 gradient is added into its fp32 master's as backward makes it (a hook), so the model's
+    bf16 gradients are never all held beside the fp32 ones. The master after two steps of three micro-batches is
+    the one moving them after backward gives (the hooks removed), to the bit, with a tied embedding too (one
+    AccumulateGrad for both of its uses)."""
+    def make() -> Learner:
+        model = llama()
+        if tied:
+            model.lm_head.weight = model.model.embed_tokens.weight
+        cfg = LearnerConfig(lr=1e-3, beta=0.0, param_dtype="bfloat16", token_budget=24)
+        return Learner(model, cfg, pad_id=0)
+
+    hooked, after = make(), make()
+    for handle in after._master_hooks:
+        handle.remove()
+    seen: list[int] = []
+    for p in hooked._trained():  # registered after the learner's: sees each bf16 gradient once it has moved
+        p.register_post_accumulate_grad_hook(lambda q: seen.append(int(q.grad is not None)))
+    for _ in range(2):
+        hooked.step(batch())
+        after.step(batch())
+    assert seen and not any(seen)  # moved and dropped inside backward
+    assert torch.equal(flat(hooked.master), flat(after.master))
+    assert torch.equal(flat(hooked.model.parameters()), flat(after.model.parameters()))

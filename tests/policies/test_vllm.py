@@ -136,6 +136,39 @@ def test_weight_sync_moves_engine_logprobs_to_the_learner(engine, smol_fp32) -> 
     assert before > 5 * after
 
 
+def _rss_mib() -> float:
+    row = next(r for r in open("/proc/self/status").read().splitlines() if r.startswith("VmRSS:"))
+    return int(row.split()[1]) / 1024
+
+
+def test_a_released_engine_gives_its_memory_back_refuses_work_and_the_next_sync_restores_it(engine, smol_fp32) -> None:
+    """train.memory.release_engine (issue #54): between a step's games and its weight sync the engine holds no
+    weights and no KV cache; the sync loads into the same tensors, and the engine samples as before, bit for bit."""
+    weights = smol_fp32.model.state_dict()
+    engine.load_weights(weights.items())  # the base (an earlier test pushed other weights)
+    params = SamplingParams(temperature=1.0, max_new_tokens=12)
+    reqs = [Request(messages=[{"role": "user", "content": f"Name {k + 2} fruits."}], params=params, seed=k) for k in range(3)]
+    before = engine.generate(reqs)
+    probe = before[0]
+    scored = engine.score(probe.prompt_ids, probe.completion_ids, params)
+
+    rss = _rss_mib()
+    released = engine.engine.release()
+    fell = rss - _rss_mib()
+    # The module's engine: 1 GiB of KV cache and the bf16 weights (270 MB); their pages leave the process.
+    assert released > 2**30 and fell > 0.75 * released / 2**20, (released, fell)
+    assert engine.engine.release() == 0  # released already
+    for work in (lambda: engine.generate(reqs[:1]), lambda: engine.score(probe.prompt_ids, probe.completion_ids, params)):
+        with pytest.raises(RuntimeError, match="load_weights"):
+            work()
+
+    engine.load_weights(weights.items())
+    after = engine.generate(reqs)
+    assert [c.completion_ids for c in after] == [c.completion_ids for c in before]
+    assert [c.logprobs for c in after] == [c.logprobs for c in before]
+    assert engine.score(probe.prompt_ids, probe.completion_ids, params) == scored
+
+
 @pytest.fixture
 def server(vllm_server) -> str:
     """The session's vLLM server (tests/conftest.py), which tests/test_chaos_server.py later kills."""

@@ -5,7 +5,9 @@ component is). The kernel calls each hook over this list in order, so the order 
   ``async_`` (the rollout thread starts on those weights) and ``progress`` (its bar opens last);
 * ``game_state`` before ``evals`` (evaluations see the state the step left);
 * ``average`` before ``evals`` (it adds its policy to the table the evaluations play, at build time);
-* ``loggers`` before ``canary`` (the trackers have the row whose gap stops the run).
+* ``loggers`` before ``canary`` (the trackers have the row whose gap stops the run);
+* ``memory`` after every component whose ``before_update`` may still use a generator (it releases the engine
+  there, until the weight sync).
 
 A new feature is one module here with its class added to :data:`COMPONENTS`; its section appears
 under ``train.<name>`` in every config (arena/loop/config.py mounts them).
@@ -22,6 +24,7 @@ from arena.loop.components.evals import TrainEvals
 from arena.loop.components.game_state import GameStateUpdate
 from arena.loop.components.league import League
 from arena.loop.components.loggers import Loggers
+from arena.loop.components.memory import ReleaseMemory
 from arena.loop.components.progress import ProgressBar
 from arena.loop.components.respond import Responders
 from arena.loop.components.rollouts import AsyncRollouts
@@ -30,5 +33,5 @@ from arena.loop.components.warm_start import WarmStart
 
 COMPONENTS: tuple[type[Component], ...] = (
     WarmStart, AveragePolicy, GameStateUpdate, TrainEvals, Responders, League, Descent, AsyncRollouts, Episodes, Loggers, SyncCanary,
-    StopWhen, ProgressBar,
+    StopWhen, ReleaseMemory, ProgressBar,
 )
