@@ -4,7 +4,6 @@ training run with it (the canary holding after every sync) in tests/test_train.p
 
 from __future__ import annotations
 
-
 import pytest
 
 from arena.loop.components.memory import MemoryConfig, releasable
