@@ -95,11 +95,16 @@ def file_mappings(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
 
 def page_out(tensors: Any) -> int:
     """Give back the resident pages of ``tensors`` that lie in a file mapping (weights that safetensors maps
-    from the checkpoint and nothing writes, such as the frozen KL reference's): ``madvise(MADV_PAGEOUT)`` on
-    the whole pages inside each storage. They leave the process's resident set and come back from the page
-    cache (or the file) on the next read, unchanged. Storages in anonymous memory are left alone (paging
-    them out would mean swap). Returns the bytes advised (0 off Linux, without glibc, or on a kernel without
-    ``MADV_PAGEOUT``)."""
+    from the checkpoint and nothing writes, such as the frozen KL reference's), whole pages inside each storage.
+    They leave the process's resident set and come back, unchanged, on the next read:
+
+    * a range whose resident pages are all the file's own (``/proc/self/pagemap``: none copied on write) is
+      dropped with ``MADV_DONTNEED``: the page cache keeps the pages, so they come back without a disk read;
+    * a range with a page copied on write (something wrote into the mapping) goes through ``MADV_PAGEOUT``,
+      which never discards data (``MADV_DONTNEED`` would revert the write to the file's bytes).
+
+    Storages in anonymous memory are left alone (paging them out would mean swap). Returns the bytes advised (0
+    off Linux, without glibc, or where ``/proc`` cannot be read)."""
     if not sys.platform.startswith("linux"):
         return 0
     spans = file_mappings()
@@ -112,13 +117,45 @@ def page_out(tensors: Any) -> int:
         return 0
     madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
     total, seen = 0, set()
-    for t in tensors:
-        storage = t.untyped_storage()
-        start, size = storage.data_ptr(), storage.nbytes()
-        if not size or start in seen or t.device.type != "cpu":
-            continue
-        seen.add(start)
-        lo, hi = -(-start // PAGE) * PAGE, (start + size) // PAGE * PAGE
-        if hi > lo and any(a <= lo and hi <= b for a, b in spans) and madvise(lo, hi - lo, MADV_PAGEOUT) == 0:
-            total += hi - lo
+    try:
+        pagemap = open("/proc/self/pagemap", "rb", buffering=0)  # noqa: SIM115 - closed below
+    except OSError:
+        return 0
+    with pagemap:
+        for t in tensors:
+            storage = t.untyped_storage()
+            start, size = storage.data_ptr(), storage.nbytes()
+            if not size or start in seen or t.device.type != "cpu":
+                continue
+            seen.add(start)
+            lo, hi = -(-start // PAGE) * PAGE, (start + size) // PAGE * PAGE
+            if hi <= lo or not any(a <= lo and hi <= b for a, b in spans):
+                continue
+            advice = MADV_PAGEOUT if copied_on_write(pagemap, lo, hi) else MADV_DONTNEED
+            if madvise(lo, hi - lo, advice) == 0:
+                total += hi - lo
     return total
+
+
+#: ``madvise``'s advice to drop a range's pages now; a private file mapping's come back from the file's bytes.
+MADV_DONTNEED = 4
+#: ``/proc/self/pagemap`` bits: the page is present; it is a file's page (or shared), not the process's own copy.
+PM_PRESENT, PM_FILE = 1 << 63, 1 << 61
+
+
+def copied_on_write(pagemap: Any, lo: int, hi: int) -> bool:
+    """Whether a resident page in ``[lo, hi)`` is the process's own copy rather than the file's (read from the
+    open ``/proc/self/pagemap``; an unreadable entry counts as a copy, the safe answer)."""
+    import numpy as np
+
+    count = (hi - lo) // PAGE
+    try:
+        pagemap.seek(lo // PAGE * 8)
+        raw = pagemap.read(count * 8)
+    except OSError:
+        return True
+    if len(raw) != count * 8:
+        return True
+    entries = np.frombuffer(raw, dtype=np.uint64)
+    present = (entries & np.uint64(PM_PRESENT)) != 0
+    return bool(np.any(present & ((entries & np.uint64(PM_FILE)) == 0)))

@@ -125,3 +125,25 @@ def test_arena_train_caps_the_cache_before_anything_runs() -> None:
             "print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'))")
     proc = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True)
     assert proc.stdout.split()[-1] == "64", (proc.stdout, proc.stderr[-500:])
+
+
+def test_page_out_keeps_a_write_into_the_mapping(tmp_path) -> None:
+    """A mapped page something wrote into is the process's own copy: giving it back must not revert it to the
+    file's bytes (so it goes through MADV_PAGEOUT, never MADV_DONTNEED); the untouched pages come back as they
+    were."""
+    import torch
+    from safetensors.torch import safe_open, save_file
+
+    from arena.core.memory import page_out
+
+    values = torch.arange(4 << 20, dtype=torch.float32)  # 16 MiB
+    save_file({"w": values}, tmp_path / "model.safetensors")
+    with safe_open(tmp_path / "model.safetensors", framework="pt") as f:
+        mapped = f.get_tensor("w")
+    assert float(mapped.sum()) == float(values.sum())
+    mapped[1 << 20] = -1.0  # copied on write: this page is the process's now
+    assert page_out([mapped]) > 0
+    assert float(mapped[1 << 20]) == -1.0
+    expected = values.clone()
+    expected[1 << 20] = -1.0
+    assert torch.equal(mapped, expected)
