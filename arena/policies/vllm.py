@@ -157,7 +157,8 @@ class VLLMEngine:
         dropped, in the worker (``WeightSync.arena_release``). Nothing can be generated or scored until the next
         :meth:`load_weights`, which loads the learner's new weights into them. Returns the bytes released."""
         if self.on_gpu:
-            raise ValueError("VLLMEngine.release is for CPU engines; on a GPU use vLLM's sleep mode (enable_sleep_mode)")
+            raise ValueError("VLLMEngine.release is for CPU engines; on a GPU use vLLM's sleep mode "
+                             "(enable_sleep_mode)")
         released = sum(self.llm.collective_rpc("arena_release"))
         self.released = True
         return released

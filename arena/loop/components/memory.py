@@ -17,8 +17,8 @@ nothing, and the reference is read once, in the pass before the first gradient. 
 * ``page_out_reference``: once the step's no-grad passes are done (the reference's is the one that reads
   it), the reference's pages that lie in a file mapping (safetensors maps a float32 checkpoint loaded in
   float32) are given back (:func:`~arena.core.memory.page_out`); the next step's pass reads them again from
-  the page cache, or the file where the kernel dropped them (0.2-0.8 s a pass on the built-in model,
-  bench/RESULTS.md). A reference in anonymous memory (converted to another dtype) is left alone.
+  the page cache (a page something wrote into is paged out instead, never reverted). A reference in
+  anonymous memory (converted to another dtype) is left alone.
 
 Measured on ``make train`` (bench/RESULTS.md, "make train's peak memory").
 """
@@ -47,7 +47,7 @@ class MemoryConfig(BaseModel):
         "keep the engine whole.")
     page_out_reference: bool = Field(
         default=True, description="After each step's reference pass, give back the KL reference's pages that are "
-        "mapped from its checkpoint file (read again, from the page cache or the file, at the next step).")
+        "mapped from its checkpoint file (read again from the page cache at the next step).")
 
 
 def releasable(cfg: Any, name: str) -> str | None:
