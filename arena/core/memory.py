@@ -44,14 +44,19 @@ def keep_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     environment."""
     if not sys.platform.startswith("linux") or ENV in os.environ:
         return False
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and others: no mallopt
+    mallopt = _libc("mallopt")
+    if mallopt is None:  # musl and others: no mallopt
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+
+
+def _libc(function: str) -> Any:
+    """The C library's ``function`` (a ctypes function), or None where there is no such library or function."""
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), function)
+    except (OSError, AttributeError):
+        return None
 
 
 #: oneDNN's setting of its primitive cache's capacity (read once, when the cache is first used).
@@ -110,10 +115,8 @@ def page_out(tensors: Any) -> int:
     spans = file_mappings()
     if not spans:
         return 0
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        madvise = libc.madvise
-    except (OSError, AttributeError):
+    madvise = _libc("madvise")
+    if madvise is None:
         return 0
     madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
     total, seen = 0, set()
