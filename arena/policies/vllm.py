@@ -73,8 +73,8 @@ import logging
 import os
 import sys
 import weakref
-from pathlib import Path
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
