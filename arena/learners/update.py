@@ -83,6 +83,7 @@ class Learner(ObjectiveTerms):
         self.temperature = temperature
         self.ref_model = ref_model
         self.version = 0  # optimizer steps taken: which weights a synced generator holds
+        self._updating = False  # in the update's loss.backward(): bf16 gradients go to the master (_grad_ready)
         # Called once a step's no-grad passes (reference, magnet, probes) are done, before its first gradient
         # (train.memory gives the reference's pages back there: arena/loop/components/memory.py).
         self.after_passes: list[Callable[[], Any]] = []
@@ -115,10 +116,11 @@ class Learner(ObjectiveTerms):
             if cfg.param_dtype == "bfloat16":
                 self.master = [p.detach().float().clone() for p in model.parameters() if p.requires_grad]
                 model.to(torch.bfloat16)
-                # Each weight's bf16 gradient moves into its fp32 master's as soon as backward has it, so
-                # the whole model's bf16 gradients are never held beside the fp32 ones (issue #54); the same
-                # sums as moving them after backward (a weight's AccumulateGrad runs once per backward).
-                self._master_hooks = [p.register_post_accumulate_grad_hook(partial(_into_master, m))
+                # In the update's own backward pass, each weight's bf16 gradient moves into its fp32 master's as
+                # soon as backward has it, so the whole model's bf16 gradients are never held beside the fp32 ones
+                # (issue #54); the same sums as moving them after backward (a weight's AccumulateGrad runs once
+                # per backward). Other backward passes (learner.whiten's sketches) keep their .grad.
+                self._master_hooks = [p.register_post_accumulate_grad_hook(partial(self._grad_ready, m))
                                       for m, p in zip(self.master, self._trained(), strict=True)]
             params = self.master if self.master is not None else self._trained()
             # The fused AdamW kernel is 3x faster than the per-tensor loop on this CPU (measured).
@@ -345,11 +347,20 @@ class Learner(ObjectiveTerms):
         if self.engine is not None:  # DeepSpeed averages the ranks' gradients; ours must sum
             self.engine.backward(loss * self.dist.world if self.dist.active else loss, scale_wrt_gas=False)
         else:
-            loss.backward()
+            self._updating = True
+            try:
+                loss.backward()
+            finally:
+                self._updating = False
             if self.master is not None:  # bf16 weights: a gradient the hooks did not move (none expected)
                 for m, p in zip(self.master, self._trained(), strict=True):
                     if p.grad is not None:
                         _into_master(m, p)
+
+    def _grad_ready(self, master: torch.Tensor, param: torch.Tensor) -> None:
+        """A bf16 weight's gradient is complete: in the update's backward pass it moves into the master's."""
+        if self._updating:
+            _into_master(master, param)
 
     def _trained(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

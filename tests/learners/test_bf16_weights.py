@@ -106,6 +106,17 @@ def test_micro_batches_accumulate_the_gradient_in_fp32() -> None:
     assert 0 < rel < 1e-2, rel  # not 0: the split really ran other bf16 passes
 
 
+def test_a_backward_pass_outside_the_update_keeps_its_gradients() -> None:
+    """learner.whiten's sketches run their own backward passes and read each weight's .grad: with bf16 weights
+    those gradients stay on the weights (the sketches are not zero) and never reach the master's."""
+    from arena.learners.whiten import WhitenConfig, whitened
+
+    lr = learner()
+    _, _, sketcher = whitened(lr.module, batch(), WhitenConfig(), lr.temperature)
+    assert sketcher is not None and all(float(v.abs().sum()) > 0 for _, v in sketcher.kept.values())
+    assert all(m.grad is None for m in lr.master)
+
+
 def test_the_bf16_update_follows_the_fp32_update() -> None:
     bf, fp = learner(), learner("float32")
     start = flat(fp.model.parameters())
