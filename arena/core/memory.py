@@ -85,6 +85,10 @@ def cap_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> bool:
 #: ``madvise``'s advice to reclaim a range now (Linux 5.4+, ``MADV_PAGEOUT``): clean file-backed pages are
 #: dropped and read again from the page cache or the file when next touched; nothing is lost.
 MADV_PAGEOUT = 21
+#: ``madvise``'s advice to drop a range's pages now; a private file mapping's come back from the file's bytes.
+MADV_DONTNEED = 4
+#: ``/proc/self/pagemap`` bits: the page is present; it is a file's page (or shared), not the process's own copy.
+PM_PRESENT, PM_FILE = 1 << 63, 1 << 61
 PAGE = 4096
 
 
@@ -144,12 +148,6 @@ def page_out(tensors: Any) -> int:
             if madvise(lo, hi - lo, advice) == 0:
                 total += hi - lo
     return total
-
-
-#: ``madvise``'s advice to drop a range's pages now; a private file mapping's come back from the file's bytes.
-MADV_DONTNEED = 4
-#: ``/proc/self/pagemap`` bits: the page is present; it is a file's page (or shared), not the process's own copy.
-PM_PRESENT, PM_FILE = 1 << 63, 1 << 61
 
 
 def copied_on_write(pagemap: Any, lo: int, hi: int) -> bool:

@@ -194,6 +194,7 @@ class VLLMEngine:
         if self.released:
             raise RuntimeError("the vLLM engine's weights were released for the update (VLLMEngine.release); load the "
                                "learner's weights (load_weights) before generating")
+
     def next_lora_id(self) -> int:
         """A LoRA id no adapter of this engine had before (vLLM caches loaded adapters by id)."""
         self._lora_ids += 1

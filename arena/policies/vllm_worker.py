@@ -85,7 +85,6 @@ class WeightSync:
         return int(getattr(self, "arena_version", 0))
 
 
-
 def _kv_tensors(runner: Any) -> list[torch.Tensor]:
     """The KV cache's tensors (views of vLLM's buffers; nested per layer on some backends)."""
     out: list[torch.Tensor] = []
