@@ -275,6 +275,13 @@ class LearnerConfig(BaseModel):
         "the micro-batch once; samples with a common prefix are packed together. The same values and gradients, less "
         "work (arena/learners/prefix.py, batch.py).",
     )
+    skip_inert_rows: bool = Field(
+        default=True, description="Leave out of the forward and backward passes the rows whose gradient is exactly 0: "
+        "advantage 0 or weight 0, while the loss has no term but the policy gradient (beta 0, no entropy bonus, no "
+        "magnet, no objective term). Every normalisation still counts them, so the update is the same; the per-token "
+        "statistics (clip_frac, logprob_gap, is/*) are over the rows run (arena/learners/plan.py). Descent's "
+        "unreachable states, GRPO's equal-reward groups.",
+    )
     share_prefix_min_tokens: int = Field(
         default=32, ge=1, description="Share a prefix only when it saves at least this many token positions in a "
         "micro-batch (prefix length x (rows - 1)); below it the second forward call costs more than it saves.",

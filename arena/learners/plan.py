@@ -30,6 +30,7 @@ class StepPlan:
     phase_tokens: dict[str, float]
     phase_seqs: dict[str, int]
     n_choices: float  # chosen replies (rows with alternatives): the mean of the score-mode terms
+    n_skipped: int = 0  # this rank's inert rows, in no micro-batch (plan_step's skip_inert)
 
     def aggregation(self, mb: MicroBatch, cfg: Any) -> torch.Tensor:
         """``(b, T)`` per-token weights whose sum over the step's micro-batches is ``learner.aggregation``'s
@@ -44,18 +45,27 @@ class StepPlan:
         return torch.tensor([bool(self.samples[i].alternatives) for i in mb.index], device=mb.completion_mask.device)
 
 
+def inert(sample: Sample) -> bool:
+    """Whether ``sample``'s policy-gradient term is 0 at every token, in every epoch: advantage 0 (the
+    clipped surrogate and REINFORCE are both ``A`` times a finite factor) or weight 0."""
+    return sample.advantage == 0 or sample.weight == 0
+
+
 def plan_step(samples: Sequence[Sample], cfg: Any, local: Sequence[int] | None, pad_id: int,
-              device: torch.device) -> StepPlan:
+              device: torch.device, skip_inert: bool = False) -> StepPlan:
     """Pack this rank's samples (``local``; None: all) into micro-batches within ``learner.token_budget`` (a
     chosen reply's alternatives counted, :func:`~arena.learners.batch.choice_budget`; rows with a common prompt
-    prefix together) and count the whole batch's totals."""
+    prefix together) and count the whole batch's totals. ``skip_inert`` (the learner's loss is the policy gradient
+    alone): the :func:`inert` rows are packed into no micro-batch, since their gradient is 0, while the totals
+    still count them, so every other row's weight and the summed gradient are unchanged. If every row of this
+    rank is inert they all run: each weight then still gets its (zero) gradient and the optimizer steps as it did."""
     share, min_saved = cfg.share_prompt_prefix, cfg.share_prefix_min_tokens
     budget = choice_budget(samples, cfg.token_budget)
-    if local is None:
-        groups = pack(samples, budget, share, min_saved)
-    else:
-        mine = [samples[i] for i in local]
-        groups = [[local[i] for i in g] for g in pack(mine, budget, share, min_saved)]
+    rows = list(range(len(samples))) if local is None else list(local)
+    live = [i for i in rows if not inert(samples[i])] if skip_inert else rows
+    skipped = len(rows) - len(live) if live else 0
+    rows = live or rows
+    groups = [[rows[i] for i in g] for g in pack([samples[i] for i in rows], budget, share, min_saved)]
     phase_tokens: dict[str, float] = {}
     phase_seqs: dict[str, int] = {}
     for s in samples:  # per-phase totals over the WHOLE batch (aggregate_per_phase)
@@ -65,7 +75,7 @@ def plan_step(samples: Sequence[Sample], cfg: Any, local: Sequence[int] | None, 
         samples, [collate(samples, g, pad_id, device, min_saved) for g in groups],
         float(sum(len(s.completion_ids) for s in samples)), len(samples),
         float(max(len(s.completion_ids) for s in samples)), phase_tokens, phase_seqs,
-        float(sum(bool(s.alternatives) for s in samples)),
+        float(sum(bool(s.alternatives) for s in samples)), skipped,
     )
 
 

@@ -148,7 +148,7 @@ class Learner(ObjectiveTerms):
         if cfg.whiten is not None:  # advantages through the model's kernel between decisions (arena/learners/whiten.py)
             samples, whiten_stats, self._sketcher = whitened(self.module, samples, cfg.whiten, self.temperature,
                                                              self._sketcher)
-        plan = plan_step(samples, cfg, local, self.pad_id, self.device)
+        plan = plan_step(samples, cfg, local, self.pad_id, self.device, self._skips_inert())
         if self.magnet is not None:
             self.magnet.start(self._weights())
         # Only the probes of terms active at this step are scored (AUSO's stages use one each); those only
@@ -173,6 +173,13 @@ class Learner(ObjectiveTerms):
             self.magnet.after_step(self._weights())
         return self._step_stats(plan, before, tally, kept, grad_norm, lr, progress) | whiten_stats
 
+    def _skips_inert(self) -> bool:
+        """``learner.skip_inert_rows``, where the loss is the policy gradient alone: a row with advantage 0 or
+        weight 0 then adds nothing to any gradient (arena/learners/plan.py ``inert``)."""
+        cfg = self.cfg
+        return (cfg.skip_inert_rows and cfg.beta == 0 and cfg.choice_entropy == 0 and cfg.token_entropy == 0
+                and self.magnet is None and not self.objectives)
+
     def _stat_keys(self, plan: StepPlan) -> dict[str, float]:
         """The step's summed statistics, each at 0: the same keys on every rank (they are summed over ranks)."""
         cfg = self.cfg
@@ -185,6 +192,8 @@ class Learner(ObjectiveTerms):
             stats["magnet/kl"] = 0.0
         if cfg.bound.move > 0 or cfg.bound.saturation > 0:
             stats["bound/stopped_frac"] = 0.0
+        if self._skips_inert():  # this rank's rows left out, summed over ranks with the rest
+            stats["rows_skipped"] = float(plan.n_skipped)
         return stats
 
     def _before_update(self, plan: StepPlan, active: Sequence[Objective], progress: Progress | None) -> Before:
