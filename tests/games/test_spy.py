@@ -19,6 +19,7 @@ from arena.games.spy.rules import (
     NA,
     detection_reward_paper,
     detection_reward_shaped,
+    mask_fact,
     mask_span,
     parse_answer,
     parse_vote,
@@ -257,3 +258,70 @@ def test_math_metrics_use_the_checkable_answer() -> None:
     ep = play_texts(env, 3, [f"Answer: so \\boxed{{{answer}}}"] * 3 + ["\\boxed{0}"] * 3)
     assert ep.metrics["civilian_correct"] == 1.0
     assert re.fullmatch(r"\d+", answer or "")
+
+
+# ------------------------------------------------------------------ mask: fact (a variant, not the paper's)
+WORDS = st.sampled_from(["the", "cat", "has", "apples,", "and", "B12", "3rd", "x", "said", "Tom"])
+NUMBERS = st.sampled_from(["12", "7", "1,200", "3.50", "1990", "12."])
+
+
+@given(parts=st.lists(st.one_of(WORDS, NUMBERS), min_size=1, max_size=30), seed=st.integers(0, 2**31))
+def test_mask_fact_hides_one_number_everywhere_and_nothing_else(parts: list[str], seed: int) -> None:
+    text = " ".join(parts)
+    view = mask_fact(text, np.random.default_rng(seed), "#")
+    numbers = [p.rstrip(".") for p in parts if p in ("12", "7", "1,200", "3.50", "1990", "12.")]
+    if not numbers:  # no number: a name ("Tom" after a lowercase word) or None
+        names = [b for a, b in zip(parts, parts[1:]) if b == "Tom" and a[-1].islower() or b == "Tom" and a[-1] == ","]
+        assert (view is None) == (not names)
+        if view is not None:
+            assert view.text == " ".join("#" if (p == "Tom" and i > 0 and (parts[i - 1][-1].islower() or
+                                                                        parts[i - 1][-1] == ",")) else p
+                                         for i, p in enumerate(parts))
+        return
+    assert view is not None
+    hidden = [p.rstrip(".") for p, q in zip(parts, view.text.split(" ")) if p != q]
+    assert len(set(hidden)) == 1 and hidden[0] in numbers  # one fact
+    assert view.length == numbers.count(hidden[0]) == len(hidden)  # every occurrence of it
+    assert view.start == next(i for i, p in enumerate(parts) if p.rstrip(".") == hidden[0])
+    assert view.units == len(parts)
+    assert all(q == p or q == "#" + p[len(hidden[0]):] for p, q in zip(parts, view.text.split(" ")))
+
+
+def test_mask_fact_draws_each_number_alike() -> None:
+    text = "Maya buys 3 pens at 2 dollars, then 3 more; B12 and 3rd are not numbers."
+    seen = Counter(mask_fact(text, np.random.default_rng(s)).text for s in range(400))  # type: ignore[union-attr]
+    assert set(seen) == {"Maya buys * pens at 2 dollars, then * more; B12 and 3rd are not numbers.",
+                         "Maya buys 3 pens at * dollars, then 3 more; B12 and 3rd are not numbers."}
+    assert min(seen.values()) > 150
+
+
+def test_the_fact_variant_tells_the_players_and_falls_back_to_a_span() -> None:
+    game = SpyGame(task="math", mask="fact", n_players=3)
+    game.reset(seed=3)
+    info = game.episode_info()
+    assert info["mask"] == "fact" and info["mask_length"] >= 1
+    spy = f"player_{game.spy}"
+    view = game.observe_seat(spy).view
+    assert "*" in view and view != game.source.text
+    text = " ".join(m["content"] for m in game.render_messages(game.observe_seat(spy)))
+    assert "one fact (a number or a name)" in text and "contiguous" not in text
+    plain = SpyGame(task="math", n_players=3)
+    plain.reset(seed=3)
+    assert plain.episode_info()["mask"] == "span"
+    assert "contiguous" in " ".join(m["content"] for m in plain.render_messages(plain.observe_seat("player_0")))
+
+
+def test_a_source_with_no_fact_gets_the_span(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "plain.jsonl"
+    data.write_text('{"text": "the tide rises and falls twice a day as the moon pulls the water toward it"}\n')
+    game = SpyGame(task="summary", mask="fact", data_path=str(data), n_players=3)
+    game.reset(seed=0)
+    info = game.episode_info()
+    assert info["mask"] == "span" and info["mask_length"] == span_length(16, 0.2)
+    assert "contiguous" in " ".join(m["content"] for m in game.render_messages(game.observe_seat("player_0")))
+
+
+@pytest.mark.parametrize("key, value", [("mask_ratio", 0.3), ("mask_unit", "chars")])
+def test_a_span_setting_with_the_fact_mask_is_refused(key: str, value: object) -> None:
+    with pytest.raises(ValueError, match=f"{key}: {value!r} sizes a masked span"):
+        SpyGame(mask="fact", **{key: value})

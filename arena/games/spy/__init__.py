@@ -16,7 +16,8 @@ Episode
        of the units (``mask_unit``: words | chars; default ratio 0.2 for summary
        and story, 0.4 for math) replaced unit by unit with ``mask_token`` ("*"),
        so the spy sees that something is missing and how much. Each player is
-       told whether it is the spy.
+       told whether it is the spy. ``mask: fact`` (a variant, below) hides one
+       concrete fact instead.
     3. Phase ``perform`` (hidden): every player does the task on its view and
        ends with a line ``Answer: ...``. Nobody sees another's output.
     4. Phase ``vote`` (hidden): each voter sees its own view and all players'
@@ -59,6 +60,14 @@ Deviations from the paper, all deliberate
     * ``vote_format: lenient`` and ``require_answer_line: false`` exist for models
       too small to follow the format at first (the CPU config uses them); the
       defaults are the paper's strict formats.
+    * ``mask: fact`` (not the paper's; the default is its span): the spy's copy
+      lacks ONE fact, a number drawn uniformly among the source's distinct
+      numbers (else a name, a capitalised word not opening a sentence), replaced
+      by ``mask_token`` at every occurrence; the rules tell the players so. A
+      source with neither gets the span. For models that cannot tell answers
+      written from a full and a span-masked copy apart: a missing or different
+      number is a difference a small voter can check against its own copy.
+      ``mask_ratio`` and ``mask_unit`` size a span and are refused with it.
     * The math source is the problem statement; the verifiable answer is only
       used for metrics (``civilian_correct``), never for rewards.
 

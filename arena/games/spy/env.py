@@ -15,6 +15,7 @@ from arena.games.spy.rules import (
     Vote,
     detection_reward_paper,
     detection_reward_shaped,
+    mask_fact,
     mask_span,
     parse_answer,
     parse_vote,
@@ -92,7 +93,9 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
             if options.spy >= cfg.n_players:
                 raise ValueError(f"options.spy: {options.spy} is not a player index (0..{cfg.n_players - 1})")
             self.spy = options.spy
-        self.masked = mask_span(self.source.text, cfg.ratio, rng, cfg.mask_unit, cfg.mask_token)
+        fact = mask_fact(self.source.text, rng, cfg.mask_token) if cfg.mask == "fact" else None
+        self.mask_kind = "fact" if fact is not None else "span"
+        self.masked = fact or mask_span(self.source.text, cfg.ratio, rng, cfg.mask_unit, cfg.mask_token)
         order = rng.permutation(cfg.n_players) if cfg.shuffle_outputs else np.arange(cfg.n_players)
         self.display_order = tuple(int(i) for i in order)
         self.answers: dict[int, str] = {}
@@ -111,6 +114,7 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
             task=self.config.task,
             view=self.masked.text if role == "spy" else self.source.text,
             mask_token=self.config.mask_token,
+            mask=self.mask_kind,  # type: ignore[arg-type]
             min_words=lo,
             max_words=hi,
             outputs=tuple(self.answers[k] for k in self.display_order) if voting else (),
@@ -217,6 +221,7 @@ class SpyGame(LLMGame[SpyObservation, SpyConfig]):
             "source_id": self.source.id,
             "mask_start": self.masked.start,
             "mask_length": self.masked.length,
+            "mask": self.mask_kind,
         }
 
 

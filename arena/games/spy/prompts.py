@@ -43,12 +43,17 @@ def task_instruction(obs: SpyObservation) -> str:
     )
 
 
+#: What the rules say the spy's copy lacks, per ``mask``.
+HIDDEN = {"span": "has one contiguous part hidden with '{mask}' characters",
+          "fact": "has one fact (a number or a name) replaced by '{mask}' wherever it appears"}
+
+
 def _game_rules(obs: SpyObservation) -> str:
     mask = obs.mask_token
     return (
         f"You are playing 'who is the odd one out' with {obs.n_players} players, numbered 0 to "
         f"{obs.n_players - 1}. Every player received the same {TASK_NAMES[obs.task]}, except one "
-        f"player, the spy, whose copy has one contiguous part hidden with '{mask}' characters. "
+        f"player, the spy, whose copy {HIDDEN[obs.mask].format(mask=mask)}. "
         "All players do the same task without seeing each other's work. Then everyone reads all "
         "outputs and votes for the player they believe is the spy. A spy who is voted out is "
         "punished; a civilian whose output looks like the spy's also loses."

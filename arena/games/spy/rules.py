@@ -85,6 +85,34 @@ def mask_span(
     return MaskedView("".join(pieces), start, length, n)
 
 
+#: A number: digits, with internal ``,`` / ``.`` groups ("1,200", "2.5"), not inside a word ("B12", "3rd").
+_NUMBER = re.compile(r"(?<![^\W_])(?<!\d[.,])\d+(?:[.,]\d+)*(?![^\W_])")
+#: A name: a capitalised word after a lowercase word or a comma, so not a sentence's first word.
+_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b")
+
+
+def mask_fact(text: str, rng: np.random.Generator, token: str = "*") -> MaskedView | None:
+    """g(x) with ``mask: fact``: ONE concrete fact hidden wherever it appears. The fact is a number drawn
+    uniformly among the text's distinct numbers (``_NUMBER``), else a name among its distinct names
+    (``_NAME``); every occurrence becomes ``token``. ``start``: the first occurrence's index in words;
+    ``length``: the occurrences hidden; ``units``: the text's words. None: the text has neither (the caller
+    masks a span instead)."""
+    for pattern in (_NUMBER, _NAME):
+        found = list(pattern.finditer(text))
+        if found:
+            values = sorted({m.group() for m in found})
+            fact = values[int(rng.integers(len(values)))]
+            hits = [m for m in found if m.group() == fact]
+            out, at = [], 0
+            for m in hits:
+                out += [text[at:m.start()], token]
+                at = m.end()
+            view = "".join(out) + text[at:]
+            return MaskedView(view, len(split_units(text[: hits[0].start()], "words")), len(hits),
+                              len(split_units(text, "words")))
+    return None
+
+
 # ------------------------------------------------------------------ parsing
 _ANSWER = re.compile(r"(?im)^[ \t>*#_]*answer[ \t*_]*:[*_]*")
 

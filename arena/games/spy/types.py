@@ -19,6 +19,11 @@ class SpyConfig(GameConfig):
     n_players: int = Field(default=5, ge=3, le=16, description="Players including the spy (paper 5, code 4).")
     task: Literal["summary", "story", "math"] = Field(default="summary", description="What every player does.")
     data_path: str | None = Field(default=None, description="User JSONL of sources; default: built-in data.")
+    mask: Literal["span", "fact"] = Field(
+        default="span", description="What the spy's copy lacks. span: one contiguous span of mask_ratio of the "
+        "units (paper); fact: one number (else one name) wherever it appears, a variant for models that cannot "
+        "tell answers from a full and a span-masked copy apart (not the paper's; a source with neither: a span).",
+    )
     mask_ratio: float | None = Field(
         default=None, gt=0.0, lt=1.0, description="Share of the source masked for the spy; None: 0.2 / 0.4 (math)."
     )
@@ -64,6 +69,15 @@ class SpyConfig(GameConfig):
         return token
 
     @model_validator(mode="after")
+    def _fact_has_no_span(self) -> SpyConfig:
+        if self.mask == "fact":
+            for key in ("mask_ratio", "mask_unit"):
+                if key in self.model_fields_set:
+                    raise ValueError(f"{key}: {getattr(self, key)!r} sizes a masked span and has no effect with mask: fact (one number or "
+                                     f"name hidden); drop it or use mask: span")
+        return self
+
+    @model_validator(mode="after")
     def _words_ordered(self) -> SpyConfig:
         lo, hi = self.word_range
         if lo is not None and hi is not None and lo > hi:
@@ -99,6 +113,7 @@ class SpyObservation(Message):
     task: Literal["summary", "story", "math"]
     view: str
     mask_token: str = "*"
+    mask: Literal["span", "fact"] = "span"
     min_words: int | None = None
     max_words: int | None = None
     outputs: tuple[str, ...] = ()
