@@ -76,6 +76,15 @@ METHODS: dict[str, Method] = {
         evals={"heldout": ("games/spy/spy.yaml", [], 32)},
         metrics=["ratio/named_vote_accuracy", "game/detection_accuracy", "game/parseable_vote_rate"],
     ),
+    # SpyRL with the one-fact mask (spy.fact.yaml, issue #51): the spy's copy lacks one number of the problem
+    # wherever it appears, a difference a voter can check against its own copy. The same arms and capability as
+    # spy, at twice the steps (8 of them train the vote), on held-out games of the same variant.
+    "spy_fact": Method(
+        arms={"RAE": ("games/spy/spy.fact.yaml", []), "GRPO": ("games/spy/spy.fact.yaml", [SPY_GRPO])},
+        train=["train.steps=16", "train.games_per_step=8", "train.checkpoint_every=16"],
+        evals={"heldout": ("games/spy/spy.fact.yaml", [], 48)},
+        metrics=["ratio/named_vote_accuracy", "game/detection_accuracy", "game/parseable_vote_rate"],
+    ),
     # LSP against LSP-Zero (the challenger rewarded by the solvers' failure only, no self-judged quality).
     # Capability: the solver's accuracy on held-out verifiable queries a scripted challenger asks (two
     # whole numbers from 1 to 20 and + or -, the training template's family), judged by the verifier.
