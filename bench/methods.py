@@ -82,7 +82,7 @@ METHODS: dict[str, Method] = {
     "spy_fact": Method(
         arms={"RAE": ("games/spy/spy.fact.yaml", []), "GRPO": ("games/spy/spy.fact.yaml", [SPY_GRPO])},
         train=["train.steps=16", "train.games_per_step=8", "train.checkpoint_every=16"],
-        evals={"heldout": ("games/spy/spy.fact.yaml", [], 48)},
+        evals={"heldout": ("games/spy/spy.fact.yaml", [], 144)},
         metrics=["ratio/named_vote_accuracy", "game/detection_accuracy", "game/parseable_vote_rate"],
     ),
     # LSP against LSP-Zero (the challenger rewarded by the solvers' failure only, no self-judged quality).
