@@ -73,8 +73,8 @@ class SpyConfig(GameConfig):
         if self.mask == "fact":
             for key in ("mask_ratio", "mask_unit"):
                 if key in self.model_fields_set:
-                    raise ValueError(f"{key}: {getattr(self, key)!r} sizes a masked span and has no effect with mask: fact (one number or "
-                                     f"name hidden); drop it or use mask: span")
+                    raise ValueError(f"{key}: {getattr(self, key)!r} sizes a masked span and has no effect with "
+                                     "mask: fact (one number or name hidden); drop it or use mask: span")
         return self
 
     @model_validator(mode="after")
