@@ -128,8 +128,10 @@ def test_other_games_show_the_board_or_openspiels_string() -> None:
     leduc = pyspiel.load_game("leduc_poker").new_initial_state()
     leduc.apply_action(0)
     leduc.apply_action(1)
-    assert describe("leduc_poker", leduc, 0) == ("Your information state (OpenSpiel's string): "
-                                                 + leduc.information_state_string(0))
+    assert describe("leduc_poker", leduc, 0, "openspiel") == ("Your information state (OpenSpiel's string): "
+                                                              + leduc.information_state_string(0))
+    assert describe("leduc_poker", leduc, 0) == ("Your card: Jack. Public card: not dealt yet (after round 1). "
+                                                 "Round 1: no moves yet. Pot: 2 chips.")
     kuhn = pyspiel.load_game("kuhn_poker").new_initial_state()
     kuhn.apply_action(0)
     kuhn.apply_action(1)

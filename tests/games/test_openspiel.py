@@ -172,6 +172,7 @@ def test_bad_names_and_params_are_config_errors() -> None:
     (["--set", "game.params={players: two}"], "expected int"),
     (["--set", "game.params={cards: 4}"], "no parameter 'cards'"),
     (["--set", "game.game=tic_tac_toe", "--set", "game.exploitability_max_states=100"], "more than 100 information states"),
+    (["--set", "game.game=tic_tac_toe", "--set", "game.view=card_last"], "view: card_last places a poker card"),
 ])
 def test_cli_bad_input_is_one_config_error_line(args: list[str], expect: str) -> None:
     from arena.core.errors import ConfigError

@@ -17,9 +17,14 @@ Episode
     ``move`` with the one seat to act; the episode ends when OpenSpiel's state is
     terminal. The seat sees the rules (a paragraph for Kuhn, Leduc, tic-tac-toe and
     liar's dice, one generic line for other games), its information state as text
-    (Kuhn: its card and the betting in words; tic-tac-toe: the board; others:
-    OpenSpiel's information-state string verbatim) and the legal actions by
-    OpenSpiel's ``action_to_string`` name.
+    (Kuhn: its card and the betting in words; Leduc: its card's rank, the public
+    card, each round's betting by player and the pot in words, parsed from the
+    information-state string, suits dropped since they never matter; tic-tac-toe:
+    the board; others: OpenSpiel's information-state string verbatim) and the legal
+    actions by OpenSpiel's ``action_to_string`` name. ``view`` places a poker card
+    (first, last, or in the question), or keeps OpenSpiel's string for every game
+    (``view: openspiel``, which shows Leduc's card as a number 0-5: the built-in
+    model cannot tell one from another there, bench/RESULTS.md).
 
 Action grammar
     The LAST legal action name the reply mentions, case-insensitive, as a whole

@@ -46,6 +46,11 @@ RULES = {
 
 KUHN_CARDS = ("Jack", "Queen", "King")
 KUHN_MOVES = {"p": "Pass", "b": "Bet"}
+#: Leduc poker's ranks, low to high (OpenSpiel's card c has rank c // 2: two suits a rank), and its actions.
+LEDUC_RANKS = ("Jack", "Queen", "King", "Ace", "Ten", "Nine")
+LEDUC_MOVES = ("Fold", "Call", "Raise")
+_LEDUC = re.compile(r"\[Observer: \d+\]\[Private: (\d+)\]\[Round (\d)\]\[Player: \d+\]\[Pot: (\d+)\]"
+                    r"\[Money: [\d ]+\](?:\[Public: (\d+)\])?\[Round1: ([\d ]*)\]\[Round2: ([\d ]*)\]")
 
 
 class GameLoadError(ValueError):
@@ -162,14 +167,51 @@ def kuhn_parts(state: Any, player: int) -> tuple[str, str] | None:
     return card, "; ".join(moves) if moves else "no moves yet"
 
 
+def leduc_rank(card: int) -> str:
+    """The name of OpenSpiel's Leduc card ``card`` (its rank, ``card // 2``; suits never matter in Leduc)."""
+    rank = card // 2
+    return LEDUC_RANKS[rank] if rank < len(LEDUC_RANKS) else f"rank {rank}"
+
+
+def leduc_parts(state: Any, player: int) -> tuple[str, str] | None:
+    """Leduc poker's view in words: (the private card's rank, the public card and each round's betting and the
+    pot), parsed from the information-state string alone, so every state of one information set reads the same.
+    Who made each move comes from the public action history. None for another game's string."""
+    m = _LEDUC.fullmatch(info_state(state, player))
+    if m is None:
+        return None
+    private, round_, pot, public, *rounds = m.groups()
+    movers = iter(a.player for a in state.full_history() if a.player >= 0)
+    said = []
+    for number, moves in enumerate(rounds, start=1):
+        if number > int(round_):
+            break
+        words = [f"Player {next(movers)}: {LEDUC_MOVES[int(a)] if int(a) < len(LEDUC_MOVES) else a}" for a in moves.split()]
+        said.append(f"Round {number}: {'; '.join(words) if words else 'no moves yet'}.")
+    board = f"Public card: {leduc_rank(int(public))}." if public else "Public card: not dealt yet (after round 1)."
+    return leduc_rank(int(private)), f"{board} {' '.join(said)} Pot: {pot} chips."
+
+
+def card_parts(game_name: str, state: Any, player: int) -> tuple[str, str] | None:
+    """(the seat's private card in words, the rest of its view) where the game has a named card (Kuhn, Leduc)."""
+    if state.is_chance_node():
+        return None
+    if game_name == "kuhn_poker":
+        return kuhn_parts(state, player)
+    return leduc_parts(state, player) if game_name == "leduc_poker" else None
+
+
 def describe(game_name: str, state: Any, player: int, style: str = "card_first") -> str:
-    """The player's view as text: OpenSpiel's own string, in plain words for Kuhn poker (the betting alone when
-    ``style`` puts the card elsewhere in the prompt: :func:`prompt_text`)."""
+    """The player's view as text: OpenSpiel's own string, in plain words for Kuhn and Leduc poker (the rest alone
+    when ``style`` puts the card elsewhere in the prompt: :func:`prompt_text`); ``style`` ``openspiel`` keeps
+    OpenSpiel's string for every game."""
     raw = info_state(state, player)
-    parts = kuhn_parts(state, player) if game_name == "kuhn_poker" else None
+    parts = card_parts(game_name, state, player) if style != "openspiel" else None
     if parts is not None:
-        card, history = parts
-        return f"Your card: {card}. Betting so far: {history}." if style == "card_first" else f"Betting so far: {history}."
+        card, rest = parts
+        if game_name == "kuhn_poker":
+            rest = f"Betting so far: {rest}."
+        return f"Your card: {card}. {rest}" if style == "card_first" else rest
     if game_name == "tic_tac_toe" and state.get_game().get_type().provides_observation_string:
         return f"Board (rows 0-2, columns 0-2; '.' is empty):\n{state.observation_string(player)}"
     return f"Your information state (OpenSpiel's string): {raw}"
@@ -181,7 +223,7 @@ def rules_text(game_name: str) -> str:
 
 def prompt_text(game_name: str, player: int, view: str, legal: Sequence[str], card: str = "",
                 style: str = "card_first") -> str:
-    """The user message. ``style`` (Kuhn poker, ``OpenSpielConfig.view``): card_first, the card in ``view``;
+    """The user message. ``style`` (Kuhn and Leduc poker, ``OpenSpielConfig.view``): card_first, the card in ``view``;
     card_last, ``Your card: <card>.`` as the last line; card_in_question, ``You hold the <card>.`` in the question."""
     choices = ", ".join(legal)
     ask = "Reply with exactly one legal action and nothing else."

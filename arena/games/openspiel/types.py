@@ -24,11 +24,12 @@ class OpenSpielConfig(GameConfig):
         "action grammar (an invalid reply plays the fallback). score: one legal action is drawn with the model's "
         "probability of its name as the whole reply, normalised over the legal actions (the policy the exact "
         "exploitability scores; backend hf), and that name is the completion it trains on.")
-    view: Literal["card_first", "card_last", "card_in_question"] = Field(
-        default="card_first", description="Where Kuhn poker's prompt puts the seat's card (bench/kuhn_card_kernel.py "
-        "measures how much each makes the model's decision depend on it): card_first, 'Your card: King.' before the "
-        "betting; card_last, as the prompt's last line; card_in_question, in the question itself ('You hold the "
-        "King. Reply with ...'). Kuhn poker only.")
+    view: Literal["card_first", "card_last", "card_in_question", "openspiel"] = Field(
+        default="card_first", description="How the prompt shows a poker seat its private card (Kuhn and Leduc poker, "
+        "rendered in words; bench/kuhn_card_kernel.py measures how much each makes the model's decision depend on "
+        "it): card_first, 'Your card: King.' before the betting; card_last, as the prompt's last line; "
+        "card_in_question, in the question itself ('You hold the King. Reply with ...'); openspiel, OpenSpiel's own "
+        "information-state string ('[Private: 4]...', the card as a number), as every other game is shown.")
     exploitability_max_states: int = Field(
         default=20_000, ge=1, description="Largest number of information states exploitability will enumerate "
         "(Kuhn has 12, Leduc 936); bigger games are refused with a one-line error.")
@@ -46,9 +47,9 @@ class OpenSpielConfig(GameConfig):
         from arena.games.openspiel.rules import load_game
 
         load_game(self.game, self.params)
-        if self.view != "card_first" and self.game != "kuhn_poker":
-            raise ValueError(f"view: {self.view} places Kuhn poker's card; {self.game} renders OpenSpiel's own "
-                             "information state: leave view at card_first")
+        if self.view in ("card_last", "card_in_question") and self.game not in ("kuhn_poker", "leduc_poker"):
+            raise ValueError(f"view: {self.view} places a poker card (kuhn_poker, leduc_poker); {self.game} renders "
+                             "OpenSpiel's own information state: use card_first or openspiel")
         return self
 
     def load(self) -> Any:

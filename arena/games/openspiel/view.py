@@ -12,9 +12,9 @@ from arena.games.openspiel.types import OpenSpielObservation
 
 def observe(game_name: str, state: Any, player: int, style: str = "card_first") -> OpenSpielObservation:
     """What ``player`` sees in ``state`` (pure; exploitability renders every information state through it);
-    ``style``: where Kuhn poker's prompt puts the card (``OpenSpielConfig.view``)."""
+    ``style``: where a poker prompt puts the card, or OpenSpiel's own string (``OpenSpielConfig.view``)."""
     to_move = not state.is_terminal() and not state.is_chance_node() and state.current_player() == player
-    parts = rules.kuhn_parts(state, player) if game_name == "kuhn_poker" and not state.is_chance_node() else None
+    parts = rules.card_parts(game_name, state, player) if style != "openspiel" else None
     return OpenSpielObservation(
         game=str(state.get_game()), player=player, rules=rules.rules_text(game_name),
         view=rules.describe(game_name, state, player, style), card=parts[0] if parts else "", style=style,
