@@ -78,3 +78,32 @@ def test_views_a_game_accepts() -> None:
     assert OpenSpielConfig(game="tic_tac_toe", view="openspiel").view == "openspiel"
     with pytest.raises(ValueError, match="view: card_in_question places a poker card"):
         OpenSpielConfig(game="liars_dice", view="card_in_question")
+
+
+@pytest.mark.slow
+def test_the_built_in_model_tells_leduc_cards_apart_in_words_not_in_openspiels_string(smol_fp32) -> None:
+    """Player 0's first decision with a Jack, a Queen and a King (bench/RESULTS.md, "Leduc poker: the card in
+    words"): in OpenSpiel's string ('[Private: 0]', '[Private: 2]', '[Private: 4]') the model's Raise-minus-Call gap
+    is the same to 0.05 nats whatever the card; in words it moves by more than 0.5 between cards."""
+    import math
+
+    from arena.core.game_types import ActionQuery
+    from arena.loop.exact import model_reply_logprobs
+    from arena.policies.base import SamplingParams
+
+    def gaps(view: str) -> list[float]:
+        out = []
+        for card in (0, 2, 4):
+            state = pyspiel.load_game("leduc_poker").new_initial_state()
+            state.apply_action(card)
+            state.apply_action(1 if card != 1 else 3)
+            obs = observe("leduc_poker", state, 0, view)
+            query = ActionQuery(seat="player_0", messages=render(obs), observation=obs, actions=obs.legal)
+            call, raise_ = model_reply_logprobs(smol_fp32, query, SamplingParams(temperature=1.0))
+            assert obs.legal == ("Call", "Raise") and math.isfinite(call) and math.isfinite(raise_)
+            out.append(raise_ - call)
+        return out
+
+    raw, words = gaps("openspiel"), gaps("card_first")
+    assert max(raw) - min(raw) < 0.05, raw
+    assert max(words) - min(words) > 0.5, words
