@@ -54,6 +54,7 @@ def test_a_hand_played_history_in_words() -> None:
     assert raw.view == "Your information state (OpenSpiel's string): " + state.information_state_string(1)
     assert raw.card == ""
     assert [leduc_rank(c) for c in range(6)] == ["Jack", "Jack", "Queen", "Queen", "King", "King"]
+    assert (leduc_rank(7), leduc_rank(8), leduc_rank(11)) == ("Ace", "rank 4", "rank 5")  # more players
 
 
 def test_a_fold_in_the_first_round_and_three_players() -> None:

@@ -47,7 +47,7 @@ RULES = {
 KUHN_CARDS = ("Jack", "Queen", "King")
 KUHN_MOVES = {"p": "Pass", "b": "Bet"}
 #: Leduc poker's ranks, low to high (OpenSpiel's card c has rank c // 2: two suits a rank), and its actions.
-LEDUC_RANKS = ("Jack", "Queen", "King", "Ace", "Ten", "Nine")
+LEDUC_RANKS = ("Jack", "Queen", "King", "Ace")
 LEDUC_MOVES = ("Fold", "Call", "Raise")
 _LEDUC = re.compile(r"\[Observer: \d+\]\[Private: (\d+)\]\[Round (\d)\]\[Player: \d+\]\[Pot: (\d+)\]"
                     r"\[Money: [\d ]+\](?:\[Public: (\d+)\])?\[Round1: ([\d ]*)\]\[Round2: ([\d ]*)\]")
@@ -168,7 +168,8 @@ def kuhn_parts(state: Any, player: int) -> tuple[str, str] | None:
 
 
 def leduc_rank(card: int) -> str:
-    """The name of OpenSpiel's Leduc card ``card`` (its rank, ``card // 2``; suits never matter in Leduc)."""
+    """The name of OpenSpiel's Leduc card ``card`` (its rank, ``card // 2``; suits never matter in Leduc): Jack to
+    Ace (an Ace with 3 players), then ``rank r`` (more players: higher ranks win)."""
     rank = card // 2
     return LEDUC_RANKS[rank] if rank < len(LEDUC_RANKS) else f"rank {rank}"
 
@@ -186,7 +187,7 @@ def leduc_parts(state: Any, player: int) -> tuple[str, str] | None:
     for number, moves in enumerate(rounds, start=1):
         if number > int(round_):
             break
-        words = [f"Player {next(movers)}: {LEDUC_MOVES[int(a)] if int(a) < len(LEDUC_MOVES) else a}" for a in moves.split()]
+        words = [f"Player {next(movers)}: {LEDUC_MOVES[int(a)]}" for a in moves.split()]  # OpenSpiel's ids 0-2
         said.append(f"Round {number}: {'; '.join(words) if words else 'no moves yet'}.")
     board = f"Public card: {leduc_rank(int(public))}." if public else "Public card: not dealt yet (after round 1)."
     return leduc_rank(int(private)), f"{board} {' '.join(said)} Pot: {pot} chips."
