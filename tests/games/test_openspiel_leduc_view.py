@@ -77,6 +77,11 @@ def test_views_a_game_accepts() -> None:
     refusal is a row of tests/games/test_openspiel.py's bad-input table."""
     assert OpenSpielConfig(game="leduc_poker", view="card_last").view == "card_last"
     assert OpenSpielConfig(game="tic_tac_toe", view="openspiel").view == "openspiel"
+    kuhn = pyspiel.load_game("kuhn_poker").new_initial_state()
+    kuhn.apply_action(2)
+    kuhn.apply_action(0)
+    assert observe("kuhn_poker", kuhn, 0, "openspiel").view == "Your information state (OpenSpiel's string): 2"
+    assert observe("kuhn_poker", kuhn, 0).view == "Your card: King. Betting so far: no moves yet."
     with pytest.raises(ValueError, match="view: card_in_question places a poker card"):
         OpenSpielConfig(game="liars_dice", view="card_in_question")
 
