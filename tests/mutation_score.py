@@ -306,10 +306,10 @@ EQUIVALENT: set[str] = {
     # no special token to a plain encode.
     "arena.policies.choices.x_action_ids__mutmut_6",
     "arena.policies.choices.x_action_ids__mutmut_7",
-    # describe: set(raw[1:]) -> set(raw[2:]) / set("XXpbXX"): a Kuhn information state is a card digit and
+    # kuhn_parts: set(raw[1:]) -> set(raw[2:]) / set("XXpbXX"): a Kuhn information state is a card digit and
     # p/b moves, so both tests agree on every string OpenSpiel writes.
-    "arena.games.openspiel.rules.x_describe__mutmut_13",
-    "arena.games.openspiel.rules.x_describe__mutmut_16",
+    "arena.games.openspiel.rules.x_kuhn_parts__mutmut_10",
+    "arena.games.openspiel.rules.x_kuhn_parts__mutmut_13",
     # average_policy: the weights are normalised (w / w.sum()), so a default of 1.0 * K or 2.0 / K per
     # policy, or an int dtype, gives the same w; einsum subscripts in upper case are the same contraction.
     *(f"arena.exact.average.x_average_policy__mutmut_{i}" for i in (8, 9, 12, 14, 44, 55, 64)),

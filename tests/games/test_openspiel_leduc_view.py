@@ -10,7 +10,7 @@ import pyspiel
 import pytest
 
 from arena.games.openspiel import OpenSpielConfig
-from arena.games.openspiel.rules import LEDUC_RANKS, describe, leduc_rank
+from arena.games.openspiel.rules import LEDUC_RANKS, describe, kuhn_parts, leduc_rank
 from arena.games.openspiel.tree import exact_tree
 from arena.games.openspiel.view import observe, render
 
@@ -113,3 +113,17 @@ def test_the_built_in_model_tells_leduc_cards_apart_in_words_not_in_openspiels_s
     raw, words = gaps("openspiel"), gaps("card_first")
     assert max(raw) - min(raw) < 0.05, raw
     assert max(words) - min(words) > 0.5, words
+
+
+def test_words_go_by_the_games_name_not_the_strings_shape() -> None:
+    """A Leduc state described as another game keeps OpenSpiel's string; a string that starts with a digit but
+    is not Kuhn's (liar's dice after a bid: '1 1-1') is not read as a Kuhn card."""
+    leduc = pyspiel.load_game("leduc_poker").new_initial_state()
+    leduc.apply_action(4)
+    leduc.apply_action(1)
+    assert describe("liars_dice", leduc, 0) == "Your information state (OpenSpiel's string): " + leduc.information_state_string(0)
+    liars = pyspiel.load_game("liars_dice").new_initial_state()
+    liars.apply_action(0)
+    liars.apply_action(3)
+    liars.apply_action(liars.legal_actions()[0])
+    assert liars.information_state_string(0) == "1 1-1" and kuhn_parts(liars, 0) is None
