@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 
 import torch
+from card_dependence import card_group  # bench/, beside this script
 
 
 def _gap_actions(actions: tuple[str, ...]) -> tuple[str, str]:
@@ -92,7 +93,7 @@ def main() -> None:
         history = {}
         for i, n in enumerate(names):  # "player:info state" -> group by player and the state without its card
             player, state = n.split(":", 1)
-            history.setdefault((player, card_free(state)), []).append(i)
+            history.setdefault((player, card_group(args.game, state)), []).append(i)
         print(f"\n{model_dir}, {args.game}, view {view}")
         print("| player, betting | cards | gap (nats), low card to high | cosines between the cards' gradients |")
         print("|---|---|---|---|")
@@ -105,11 +106,6 @@ def main() -> None:
                   + " | " + ", ".join(f"{v:.3f}" for v in pairs) + " |")
         print(f"mean cosine between states that differ only in the card: {sum(every) / len(every):.3f} "
               f"({len(every)} pairs)")
-
-
-def card_free(info_state: str) -> str:
-    """The information state without its private card: Kuhn's leading digit, Leduc's ``[Private: c]``."""
-    return re.sub(r"\[Private: \d+\]", "", info_state) if "[Private:" in info_state else info_state[1:]
 
 
 def card_of(name: str) -> int:

@@ -87,7 +87,7 @@ SCOPE: dict[str, tuple[str, ...]] = {
     # The seat's view in words (#51: Leduc's card, public card and betting), against every information state
     # (tests/games/test_openspiel_leduc_view.py) and hand-played histories.
     "arena/games/openspiel/rules.py": tuple(f"arena.games.openspiel.rules.x_{f}__mutmut_*" for f in (
-        "describe", "kuhn_parts", "leduc_rank", "leduc_parts", "card_parts")),
+        "describe", "card_and_view", "kuhn_parts", "leduc_rank", "leduc_parts", "card_parts")),
     # The exact layer (issue #52 moved it out of arena/games/openspiel/exact.py and descent.py, now shims).
     "arena/exact/descent.py": ("arena.exact.descent.*",),
     "arena/exact/best_response.py": ("arena.exact.best_response.*",),

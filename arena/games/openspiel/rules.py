@@ -202,20 +202,25 @@ def card_parts(game_name: str, state: Any, player: int) -> tuple[str, str] | Non
     return leduc_parts(state, player) if game_name == "leduc_poker" else None
 
 
-def describe(game_name: str, state: Any, player: int, style: str = "card_first") -> str:
-    """The player's view as text: OpenSpiel's own string, in plain words for Kuhn and Leduc poker (the rest alone
-    when ``style`` puts the card elsewhere in the prompt: :func:`prompt_text`); ``style`` ``openspiel`` keeps
-    OpenSpiel's string for every game."""
-    raw = info_state(state, player)
+def card_and_view(game_name: str, state: Any, player: int, style: str = "card_first") -> tuple[str, str]:
+    """(the seat's private card in words, or "" where the game has none or ``style`` is ``openspiel``; the
+    player's view as text: OpenSpiel's own string, in plain words for Kuhn and Leduc poker, the rest alone when
+    ``style`` puts the card elsewhere in the prompt, :func:`prompt_text`). One parse for both."""
     parts = card_parts(game_name, state, player) if style != "openspiel" else None
     if parts is not None:
         card, rest = parts
         if game_name == "kuhn_poker":
             rest = f"Betting so far: {rest}."
-        return f"Your card: {card}. {rest}" if style == "card_first" else rest
+        return card, f"Your card: {card}. {rest}" if style == "card_first" else rest
     if game_name == "tic_tac_toe" and state.get_game().get_type().provides_observation_string:
-        return f"Board (rows 0-2, columns 0-2; '.' is empty):\n{state.observation_string(player)}"
-    return f"Your information state (OpenSpiel's string): {raw}"
+        return "", f"Board (rows 0-2, columns 0-2; '.' is empty):\n{state.observation_string(player)}"
+    return "", f"Your information state (OpenSpiel's string): {info_state(state, player)}"
+
+
+def describe(game_name: str, state: Any, player: int, style: str = "card_first") -> str:
+    """The player's view as text (:func:`card_and_view`); ``style`` ``openspiel`` keeps OpenSpiel's string for
+    every game."""
+    return card_and_view(game_name, state, player, style)[1]
 
 
 def rules_text(game_name: str) -> str:

@@ -14,10 +14,10 @@ def observe(game_name: str, state: Any, player: int, style: str = "card_first") 
     """What ``player`` sees in ``state`` (pure; exploitability renders every information state through it);
     ``style``: where a poker prompt puts the card, or OpenSpiel's own string (``OpenSpielConfig.view``)."""
     to_move = not state.is_terminal() and not state.is_chance_node() and state.current_player() == player
-    parts = rules.card_parts(game_name, state, player) if style != "openspiel" else None
+    card, view = rules.card_and_view(game_name, state, player, style)
     return OpenSpielObservation(
         game=str(state.get_game()), player=player, rules=rules.rules_text(game_name),
-        view=rules.describe(game_name, state, player, style), card=parts[0] if parts else "", style=style,
+        view=view, card=card, style=style,
         info_state=rules.info_state(state, player) if not state.is_chance_node() else "",
         legal=tuple(rules.legal_names(state, player)) if to_move else (),
         legal_ids=tuple(state.legal_actions(player)) if to_move else (), to_move=to_move,
