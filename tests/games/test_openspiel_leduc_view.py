@@ -122,6 +122,8 @@ def test_words_go_by_the_games_name_not_the_strings_shape() -> None:
     leduc.apply_action(4)
     leduc.apply_action(1)
     assert describe("liars_dice", leduc, 0) == "Your information state (OpenSpiel's string): " + leduc.information_state_string(0)
+    ttt = pyspiel.load_game("tic_tac_toe").new_initial_state()
+    assert observe("tic_tac_toe", ttt, 0).card == "" and observe("tic_tac_toe", ttt, 0).view.startswith("Board")
     liars = pyspiel.load_game("liars_dice").new_initial_state()
     liars.apply_action(0)
     liars.apply_action(3)

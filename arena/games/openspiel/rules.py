@@ -202,7 +202,7 @@ def card_parts(game_name: str, state: Any, player: int) -> tuple[str, str] | Non
     return leduc_parts(state, player) if game_name == "leduc_poker" else None
 
 
-def card_and_view(game_name: str, state: Any, player: int, style: str = "card_first") -> tuple[str, str]:
+def card_and_view(game_name: str, state: Any, player: int, style: str) -> tuple[str, str]:
     """(the seat's private card in words, or "" where the game has none or ``style`` is ``openspiel``; the
     player's view as text: OpenSpiel's own string, in plain words for Kuhn and Leduc poker, the rest alone when
     ``style`` puts the card elsewhere in the prompt, :func:`prompt_text`). One parse for both."""
